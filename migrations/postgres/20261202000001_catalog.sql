@@ -1,0 +1,74 @@
+-- The catalog: providers, GPU datasheet facts, offerings and their append-only price history.
+-- Money is integer micro-dollars per hour; times are epoch milliseconds written by the service.
+
+CREATE TABLE providers (
+    name         TEXT PRIMARY KEY,
+    display_name TEXT NOT NULL
+);
+
+INSERT INTO providers (name, display_name) VALUES
+    ('aws', 'Amazon Web Services'),
+    ('gcp', 'Google Cloud'),
+    ('azure', 'Microsoft Azure'),
+    ('lambda', 'Lambda'),
+    ('nebius', 'Nebius'),
+    ('vast', 'Vast.ai'),
+    ('alibaba', 'Alibaba Cloud');
+
+CREATE TABLE gpus (
+    name                   TEXT PRIMARY KEY,
+    variant                TEXT NOT NULL,
+    memory_gib             DOUBLE PRECISION NOT NULL,
+    memory_bandwidth_gbps  DOUBLE PRECISION NOT NULL,
+    fp16_bf16_dense_tflops DOUBLE PRECISION NOT NULL,
+    bf16_supported         BOOLEAN NOT NULL,
+    fp32_tflops            DOUBLE PRECISION NOT NULL,
+    gpu_link_gbps          DOUBLE PRECISION NOT NULL,
+    tdp_w                  DOUBLE PRECISION NOT NULL
+);
+
+CREATE TABLE offerings (
+    id             BIGSERIAL PRIMARY KEY,
+    provider       TEXT NOT NULL REFERENCES providers (name),
+    region         TEXT NOT NULL,
+    zone           TEXT NOT NULL DEFAULT '',
+    instance_type  TEXT NOT NULL,
+    gpu            TEXT NOT NULL,
+    gpu_count      DOUBLE PRECISION NOT NULL CHECK (gpu_count > 0),
+    gpu_memory_gib DOUBLE PRECISION NOT NULL CHECK (gpu_memory_gib >= 0),
+    vcpus          DOUBLE PRECISION NOT NULL,
+    memory_gib     DOUBLE PRECISION NOT NULL,
+    network_gbps   DOUBLE PRECISION,
+    interconnect   TEXT NOT NULL CHECK (interconnect IN ('efa', 'infiniband', 'roce', 'gpudirect_tcpx', 'none')),
+    local_nvme_gb  DOUBLE PRECISION,
+    arch           TEXT NOT NULL,
+    created_at_ms  BIGINT NOT NULL,
+    updated_at_ms  BIGINT NOT NULL,
+    UNIQUE (provider, region, zone, instance_type)
+);
+
+CREATE INDEX offerings_provider_instance_type ON offerings (provider, instance_type);
+
+CREATE TABLE price_observations (
+    id             BIGSERIAL PRIMARY KEY,
+    offering_id    BIGINT NOT NULL REFERENCES offerings (id),
+    market         TEXT NOT NULL CHECK (market IN ('on_demand', 'spot')),
+    price_micros   BIGINT NOT NULL CHECK (price_micros > 0),
+    observed_at_ms BIGINT NOT NULL,
+    recorded_at_ms BIGINT NOT NULL,
+    source         TEXT NOT NULL,
+    UNIQUE (offering_id, market, observed_at_ms)
+);
+
+CREATE INDEX price_observations_observed_at ON price_observations (observed_at_ms);
+
+-- History is append-only: a correction is a newer observation, never an edit.
+CREATE FUNCTION price_observations_append_only() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION 'price_observations is append-only';
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE TRIGGER price_observations_no_update_or_delete
+    BEFORE UPDATE OR DELETE ON price_observations
+    FOR EACH ROW EXECUTE FUNCTION price_observations_append_only();

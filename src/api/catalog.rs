@@ -1,0 +1,113 @@
+//! Catalog reference data and uploads: `GET /v1/gpus`, `GET /v1/providers`, and
+//! `POST /v1/catalog/import` (the HTTP twin of `trainscaler catalog import`).
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::header;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::{ApiError, Problem};
+use super::extract::{ApiQuery, read_body};
+use super::offerings::{known_provider, snapshot};
+use crate::app::AppState;
+use crate::catalog::{CatalogFormat, skypilot};
+use crate::core::catalog::{GpuFacts, Provider};
+use crate::store::{CatalogImport, ImportReport};
+use crate::timefmt::{now_ms, parse_rfc3339_ms};
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GpuList {
+    pub items: Vec<GpuFacts>,
+}
+
+/// GPU datasheet facts, per GPU.
+#[utoipa::path(get, path = "/v1/gpus", tag = "catalog",
+    responses((status = 200, description = "GPU models", body = GpuList)))]
+pub async fn list_gpus(State(state): State<AppState>) -> Result<Json<GpuList>, ApiError> {
+    Ok(Json(GpuList {
+        items: snapshot(&state)?.gpus().to_vec(),
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProviderList {
+    pub items: Vec<Provider>,
+}
+
+/// The providers the catalog knows.
+#[utoipa::path(get, path = "/v1/providers", tag = "catalog",
+    responses((status = 200, description = "Providers", body = ProviderList)))]
+pub async fn list_providers(State(state): State<AppState>) -> Result<Json<ProviderList>, ApiError> {
+    Ok(Json(ProviderList {
+        items: snapshot(&state)?.providers().to_vec(),
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ImportParams {
+    /// Provider the file describes; unknown -> 404.
+    provider: String,
+    /// File layout; only `skypilot` so far.
+    #[param(value_type = Option<String>)]
+    format: Option<CatalogFormat>,
+    /// When the file's prices were observed (RFC 3339); default: now.
+    observed_at: Option<String>,
+}
+
+/// Loads a provider catalog file (`text/csv`). Idempotent: the same file twice changes
+/// nothing; prices that differ from the latest recorded ones are appended to the history.
+#[utoipa::path(post, path = "/v1/catalog/import", tag = "catalog", params(ImportParams),
+    request_body(content = String, content_type = "text/csv", description = "A SkyPilot-layout vms.csv"),
+    responses(
+        (status = 200, description = "Imported", body = ImportReport),
+        (status = 404, description = "Unknown provider", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "File too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not text/csv", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Malformed file; `errors[0].line` names the line. Nothing was written", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn import_catalog(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ImportParams>,
+    request: Request,
+) -> Result<Json<ImportReport>, ApiError> {
+    known_provider(&*snapshot(&state)?, &params.provider)?;
+    let is_csv = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.split(';').next().unwrap_or("").trim() == "text/csv");
+    if !is_csv {
+        return Err(ApiError::unsupported_media_type("text/csv"));
+    }
+    let observed_at_ms = match params.observed_at.as_deref() {
+        Some(t) => parse_rfc3339_ms(t).map_err(|e| ApiError::invalid("observed_at", e))?,
+        None => now_ms(),
+    };
+    let CatalogFormat::Skypilot = params.format.unwrap_or(CatalogFormat::Skypilot);
+    let body = read_body(request, &state).await?;
+    let text = String::from_utf8(body.to_vec())
+        .map_err(|_| ApiError::invalid("body", "is not valid UTF-8"))?;
+    let provider = params.provider.clone();
+    // Parsing a large catalog is CPU work; keep it off the async workers.
+    let offerings = tokio::task::spawn_blocking(move || skypilot::parse(&provider, &text))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| ApiError::invalid_line(e.line, e.to_string()))?;
+    let report = state
+        .store
+        .import_catalog(
+            CatalogImport {
+                provider: &params.provider,
+                offerings: &offerings,
+                observed_at_ms,
+                source: "import",
+            },
+            now_ms(),
+        )
+        .await?;
+    state.catalog.reload(&state.store).await?;
+    Ok(Json(report))
+}

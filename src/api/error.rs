@@ -1,0 +1,234 @@
+//! The one API error type. Every failure -- our validation, extractor rejections, unknown
+//! routes, oversized bodies, timeouts -- leaves as `application/problem+json` (RFC 9457) with
+//! the offending fields named in `errors`. Internal causes are logged once and never sent.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::store::StoreError;
+
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// One thing wrong with one field of the request.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct FieldError {
+    /// Where: a query parameter (`min_gpus`), a JSON path (`observations[2].price`), a path
+    /// segment (`provider`), or `body`.
+    pub field: String,
+    /// What is wrong with it, in words.
+    pub problem: String,
+    /// For uploaded files: the 1-based line at fault (the header is line 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+}
+
+/// An RFC 9457 problem document.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI reference naming the kind of problem (`/problems/validation`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    pub errors: Vec<FieldError>,
+}
+
+/// An error an API handler returns.
+#[derive(Debug, thiserror::Error)]
+#[error("{status}: {detail}")]
+pub struct ApiError {
+    status: StatusCode,
+    slug: &'static str,
+    detail: String,
+    errors: Vec<FieldError>,
+    /// Logged, never sent.
+    source: Option<anyhow::Error>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, slug: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            slug,
+            detail: detail.into(),
+            errors: Vec::new(),
+            source: None,
+        }
+    }
+
+    fn with_field(mut self, field: impl Into<String>, problem: impl Into<String>) -> Self {
+        self.errors.push(FieldError {
+            field: field.into(),
+            problem: problem.into(),
+            line: None,
+        });
+        self
+    }
+
+    /// 422: the request is well-formed but a field's value is not acceptable.
+    pub fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        let field = field.into();
+        let problem = problem.into();
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation",
+            format!("`{field}` {problem}"),
+        )
+        .with_field(field, problem)
+    }
+
+    /// 422 for several fields at once.
+    pub fn invalid_fields(errors: Vec<FieldError>) -> Self {
+        let detail = errors
+            .iter()
+            .map(|e| format!("`{}` {}", e.field, e.problem))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut e = Self::new(StatusCode::UNPROCESSABLE_ENTITY, "validation", detail);
+        e.errors = errors;
+        e
+    }
+
+    /// 400: the request cannot be read at all (bad syntax, unknown parameter).
+    pub fn bad_request(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        let field = field.into();
+        let problem = problem.into();
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            format!("`{field}` {problem}"),
+        )
+        .with_field(field, problem)
+    }
+
+    /// 422 for an uploaded file, naming the line at fault.
+    pub fn invalid_line(line: u64, problem: impl Into<String>) -> Self {
+        let problem = problem.into();
+        let mut e = Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-file",
+            problem.clone(),
+        );
+        e.errors.push(FieldError {
+            field: "body".into(),
+            problem,
+            line: Some(line),
+        });
+        e
+    }
+
+    pub fn not_found(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        let detail = detail.into();
+        Self::new(StatusCode::NOT_FOUND, "not-found", detail.clone()).with_field(field, detail)
+    }
+
+    pub fn conflict(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        let detail = detail.into();
+        Self::new(StatusCode::CONFLICT, "conflict", detail.clone()).with_field(field, detail)
+    }
+
+    pub fn unsupported_media_type(expected: &str) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            format!("the body must be sent as {expected}"),
+        )
+        .with_field("content-type", format!("must be {expected}"))
+    }
+
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
+    }
+
+    pub fn internal(source: impl Into<anyhow::Error>) -> Self {
+        let mut e = Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed to handle this request; it has been logged",
+        );
+        e.source = Some(source.into());
+        e
+    }
+
+    /// A problem for a status that has no more specific cause (unknown route, timeout...).
+    pub fn from_status(status: StatusCode) -> Self {
+        let (slug, detail) = match status {
+            StatusCode::NOT_FOUND => ("not-found", "no such route"),
+            StatusCode::METHOD_NOT_ALLOWED => (
+                "method-not-allowed",
+                "this route does not accept that method",
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE => (
+                "payload-too-large",
+                "the request body is larger than this route accepts",
+            ),
+            StatusCode::REQUEST_TIMEOUT => {
+                ("timeout", "the request took longer than the server allows")
+            }
+            _ => ("http", status.canonical_reason().unwrap_or("error")),
+        };
+        let e = Self::new(status, slug, detail);
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            e.with_field("body", "is too large")
+        } else {
+            e
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn problem(&self) -> Problem {
+        Problem {
+            kind: format!("/problems/{}", self.slug),
+            title: self
+                .status
+                .canonical_reason()
+                .unwrap_or("Error")
+                .to_string(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Some(source) = &self.source {
+            tracing::error!(error = ?source, "request failed");
+        }
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let mut response = (self.status, body).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::UnknownProvider(p) => {
+                Self::not_found("provider", format!("unknown provider `{p}`"))
+            }
+            StoreError::UnknownOffering { index, key } => Self::invalid(
+                format!("observations[{index}]"),
+                format!(
+                    "names no known offering: provider `{}`, region `{}`, zone `{}`, instance type `{}`",
+                    key.provider, key.region, key.zone, key.instance_type
+                ),
+            ),
+            StoreError::ConflictingObservation { index } => Self::conflict(
+                format!("observations[{index}]"),
+                "a different price is already recorded for this offering, market and observed_at",
+            ),
+            other => Self::internal(other),
+        }
+    }
+}

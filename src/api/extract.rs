@@ -1,0 +1,113 @@
+//! Request extractors whose rejections are problem documents naming the field at fault.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// A JSON body. Type errors name their JSON path (`observations[0].price`).
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| {
+                let essence = ct.split(';').next().unwrap_or("").trim();
+                essence == "application/json" || essence.ends_with("+json")
+            });
+        if !is_json {
+            return Err(ApiError::unsupported_media_type("application/json"));
+        }
+        let bytes = read_body(req, state).await?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        match serde_path_to_error::deserialize(&mut de) {
+            Ok(value) => Ok(Self(value)),
+            Err(e) => {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                let field = if path == "." {
+                    "body".to_string()
+                } else {
+                    path
+                };
+                let problem = strip_position(&inner.to_string());
+                if inner.is_data() {
+                    Err(ApiError::invalid(field, problem))
+                } else {
+                    Err(ApiError::bad_request(
+                        field,
+                        format!("is not valid JSON: {problem}"),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// The raw body, with the size limit turned into a 413 problem.
+pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::from_status(StatusCode::PAYLOAD_TOO_LARGE)
+        } else {
+            ApiError::bad_request("body", "could not be read")
+        }
+    })
+}
+
+/// serde_json appends " at line 1 column 40"; the path says where already.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// Query parameters. Parameters are read as text and parsed by the handler, so each problem
+/// names its parameter; an unknown parameter is a 400, not silently ignored.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or("");
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
+        serde_path_to_error::deserialize(de).map(Self).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." {
+                "query".to_string()
+            } else {
+                path
+            };
+            ApiError::bad_request(field, e.into_inner().to_string())
+        })
+    }
+}
+
+fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
+    form_urlencoded::parse(query.as_bytes())
+}
+
+/// Parses one optional query parameter, naming it when its text is not a `T`.
+pub fn parse_param<T: std::str::FromStr>(
+    field: &str,
+    value: Option<&str>,
+    expected: &str,
+) -> Result<Option<T>, ApiError> {
+    match value {
+        None | Some("") => Ok(None),
+        Some(text) => text
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::invalid(field, format!("must be {expected}, not `{text}`"))),
+    }
+}

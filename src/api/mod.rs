@@ -1,0 +1,134 @@
+//! The HTTP API: routes, the OpenAPI document generated from the handlers, and the middleware
+//! stack (request ids, tracing by matched route, compression, timeouts, body limits, CORS,
+//! problem+json for every error).
+
+pub mod catalog;
+mod cursor;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod offerings;
+pub mod prices;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderName, Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::compression::CompressionLayer;
+use tower_http::cors::{Any, CorsLayer};
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_scalar::{Scalar, Servable};
+
+use crate::app::AppState;
+use crate::config::ServeConfig;
+use error::{ApiError, PROBLEM_JSON};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "trainscaler",
+        description = "Scaling decisions for machine-learning training on cloud GPUs: the instance catalog with price history. Errors are application/problem+json (RFC 9457).",
+        license(name = "Apache-2.0")
+    ),
+    tags(
+        (name = "catalog", description = "Offerings, GPUs, providers, catalog imports"),
+        (name = "prices", description = "Price observations and history"),
+        (name = "health", description = "Probes"),
+    )
+)]
+struct ApiDoc;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Routes with their OpenAPI operations; body limits differ between JSON and catalog uploads.
+fn routes(json_limit: usize, catalog_limit: usize) -> OpenApiRouter<AppState> {
+    let json = OpenApiRouter::new()
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(offerings::list_offerings))
+        .routes(routes!(offerings::get_offering))
+        .routes(routes!(prices::post_prices))
+        .routes(routes!(prices::price_history))
+        .routes(routes!(catalog::list_gpus))
+        .routes(routes!(catalog::list_providers))
+        .layer(RequestBodyLimitLayer::new(json_limit));
+    let uploads = OpenApiRouter::new()
+        .routes(routes!(catalog::import_catalog))
+        .layer(RequestBodyLimitLayer::new(catalog_limit));
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(json)
+        .merge(uploads)
+}
+
+/// The OpenAPI document, as committed in `openapi/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes(1, 1).split_for_parts().1
+}
+
+/// The whole HTTP application.
+pub fn router(state: AppState, config: &ServeConfig) -> Router {
+    let (api, spec) = routes(config.max_body_bytes, config.max_catalog_bytes).split_for_parts();
+    let spec_json = spec.clone();
+    api.route(
+        "/openapi.json",
+        axum::routing::get(move || async move { axum::Json(spec_json) }),
+    )
+    .merge(Scalar::with_url("/docs", spec))
+    .fallback(|| async { ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
+    .with_state(state)
+    // Innermost first. The tower-http limits above replace axum's default body limit; the
+    // problem layer sits outside the timeout so that a 408 leaves as a problem document too.
+    .layer(axum::extract::DefaultBodyLimit::disable())
+    .layer(TimeoutLayer::with_status_code(
+        axum::http::StatusCode::REQUEST_TIMEOUT,
+        config.request_timeout(),
+    ))
+    .layer(middleware::from_fn(problem_for_bare_errors))
+    .layer(CompressionLayer::new())
+    .layer(
+        CorsLayer::new()
+            .allow_origin(Any)
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION]),
+    )
+    .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+        let route = req
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or("unmatched", MatchedPath::as_str);
+        let request_id = req
+            .headers()
+            .get(REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        tracing::info_span!("http", method = %req.method(), route, request_id)
+    }))
+    .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+    .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+/// Turns any error response that is not already a problem document (a 405 from routing, a 413
+/// from the body limit, a 408 from the timeout) into one, so clients parse one error shape.
+async fn problem_for_bare_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == PROBLEM_JSON.as_bytes());
+    if (status.is_client_error() || status.is_server_error()) && !is_problem {
+        let mut replaced = ApiError::from_status(status).into_response();
+        if let Some(allow) = response.headers().get(header::ALLOW) {
+            replaced.headers_mut().insert(header::ALLOW, allow.clone());
+        }
+        return replaced;
+    }
+    response
+}

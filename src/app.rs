@@ -1,0 +1,116 @@
+//! Wiring: the shared [`AppState`], start-up (connect, migrate, seed the bundled catalog, load
+//! the snapshot, follow changes) and the server loop with graceful shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::catalog::bundled::BUNDLED;
+use crate::catalog::gpu_facts::{BUNDLED_GPUS_CSV, parse_gpu_facts};
+use crate::catalog::skypilot;
+use crate::config::{Config, ServeConfig};
+use crate::snapshot::CatalogCache;
+use crate::store::{CatalogImport, ImportReport, Store};
+use crate::timefmt::{now_ms, parse_rfc3339_ms};
+
+/// What every request handler shares. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The database, for writes and history reads.
+    pub store: Store,
+    /// The in-memory catalog every catalog read is served from.
+    pub catalog: Arc<CatalogCache>,
+}
+
+/// Connects to the configured database and applies pending migrations.
+pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
+    let store = Store::connect(config.database_url.expose())
+        .await
+        .with_context(|| format!("cannot open database {}", config.database_url))?;
+    store.migrate().await.context("cannot apply migrations")?;
+    Ok(store)
+}
+
+/// Loads the bundled GPU facts and provider catalogs into `store` if it holds no offering yet.
+pub async fn seed_bundled_catalog(store: &Store) -> anyhow::Result<Option<ImportReport>> {
+    let gpus = parse_gpu_facts(BUNDLED_GPUS_CSV).context("bundled gpus.csv")?;
+    let mut parsed = Vec::with_capacity(BUNDLED.len());
+    for b in BUNDLED {
+        let offerings = skypilot::parse(b.provider, b.csv)
+            .with_context(|| format!("bundled catalog for {}", b.provider))?;
+        let observed_at_ms = parse_rfc3339_ms(b.observed_at).map_err(anyhow::Error::msg)?;
+        parsed.push((b.provider, offerings, observed_at_ms));
+    }
+    let imports: Vec<CatalogImport<'_>> = parsed
+        .iter()
+        .map(|(provider, offerings, observed_at_ms)| CatalogImport {
+            provider,
+            offerings,
+            observed_at_ms: *observed_at_ms,
+            source: "bundled",
+        })
+        .collect();
+    Ok(store.seed_if_empty(&gpus, &imports, now_ms()).await?)
+}
+
+/// Everything `serve` needs before it accepts connections.
+pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<AppState> {
+    let store = open_store(config).await?;
+    if !serve.no_seed {
+        if let Some(report) = seed_bundled_catalog(&store).await? {
+            tracing::info!(
+                offerings = report.offerings_added,
+                prices = report.prices_appended,
+                "loaded the bundled catalog into an empty database"
+            );
+        }
+    }
+    let catalog = Arc::new(CatalogCache::default());
+    catalog
+        .reload(&store)
+        .await
+        .context("cannot load the catalog")?;
+    catalog.follow_changes(store.clone());
+    Ok(AppState { store, catalog })
+}
+
+/// Serves `state` on an already-bound listener until `shutdown` resolves; in-flight requests
+/// are allowed to finish. Tests bind port 0 and pass the listener in.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    serve: &ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let app = crate::api::router(state, serve);
+    tracing::info!(addr = %listener.local_addr()?, "listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("server failed")
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down");
+}

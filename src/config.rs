@@ -1,0 +1,135 @@
+//! One typed configuration, from flags and environment, validated before anything starts.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// Where the service keeps its state when nothing else is configured.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/trainscaler.db";
+
+/// Settings shared by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Database: postgres://user:pass@host/db or sqlite://path/to/file.db.
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true)]
+    pub database_url: DatabaseUrl,
+
+    /// Log format: `pretty` for people, `json` for log pipelines.
+    #[arg(long, env = "TRAINSCALER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
+    pub log_format: LogFormat,
+
+    /// Log filter, in tracing's EnvFilter syntax (`info`, `trainscaler=debug,sqlx=warn`).
+    #[arg(long, env = "TRAINSCALER_LOG", default_value = "info", global = true)]
+    pub log_level: String,
+}
+
+/// Settings of the HTTP server.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// Address and port to listen on.
+    #[arg(long, env = "TRAINSCALER_BIND", default_value = "0.0.0.0:8080")]
+    pub bind: SocketAddr,
+
+    /// Largest request body accepted, in bytes (catalog uploads have their own limit).
+    #[arg(long, env = "TRAINSCALER_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Largest catalog CSV accepted by `POST /v1/catalog/import`, in bytes.
+    #[arg(long, env = "TRAINSCALER_MAX_CATALOG_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_catalog_bytes: usize,
+
+    /// Seconds a request may take before it is answered 408.
+    #[arg(long, env = "TRAINSCALER_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
+
+    /// Do not load the bundled catalog into an empty database.
+    #[arg(long, env = "TRAINSCALER_NO_SEED", default_value_t = false)]
+    pub no_seed: bool,
+}
+
+impl ServeConfig {
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_secs)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+/// A database URL whose password never reaches a log line or `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self(url.into())
+    }
+
+    /// The URL with its secret, for connecting only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn redacted(&self) -> String {
+        match url::Url::parse(&self.0) {
+            Ok(mut u) if u.password().is_some() => {
+                let _ = u.set_password(Some("REDACTED"));
+                u.to_string()
+            }
+            _ => self.0.clone(),
+        }
+    }
+}
+
+impl std::str::FromStr for DatabaseUrl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.starts_with("postgres://")
+            || s.starts_with("postgresql://")
+            || s.starts_with("sqlite:")
+        {
+            Ok(Self(s.to_string()))
+        } else {
+            Err("must start with postgres://, postgresql:// or sqlite:".into())
+        }
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl fmt::Display for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_url_hides_its_password() {
+        let url: DatabaseUrl = "postgres://app:s3cret@db:5432/trainscaler".parse().unwrap();
+        assert_eq!(
+            format!("{url:?}"),
+            "postgres://app:REDACTED@db:5432/trainscaler"
+        );
+        assert!(!format!("{url}").contains("s3cret"));
+        assert_eq!(url.expose(), "postgres://app:s3cret@db:5432/trainscaler");
+    }
+
+    #[test]
+    fn database_url_must_name_a_supported_backend() {
+        assert!("mysql://x".parse::<DatabaseUrl>().is_err());
+        assert!("sqlite://data/t.db".parse::<DatabaseUrl>().is_ok());
+    }
+}

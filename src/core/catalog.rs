@@ -1,0 +1,261 @@
+//! The catalog as the decision core sees it: GPU facts, offerings with their latest prices,
+//! and [`CatalogSnapshot`], an immutable index over them that is rebuilt and swapped whole.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::money::Micros;
+
+/// A cloud (or marketplace) that sells GPU instances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Provider {
+    pub name: String,
+    pub display_name: String,
+}
+
+/// Datasheet facts for one GPU model, per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct GpuFacts {
+    /// Accelerator name as the catalogs spell it (SkyPilot's names: `A100-80GB`, `H100`...).
+    pub name: String,
+    pub variant: String,
+    pub memory_gib: f64,
+    pub memory_bandwidth_gbps: f64,
+    /// Dense (no 2:4 sparsity) BF16/FP16 tensor throughput.
+    pub fp16_bf16_dense_tflops: f64,
+    pub bf16_supported: bool,
+    pub fp32_tflops: f64,
+    /// GPU-to-GPU NVLink bandwidth in GB/s; 0 means PCIe only.
+    pub gpu_link_gbps: f64,
+    pub tdp_w: f64,
+}
+
+/// The node-to-node fabric an instance offers for multi-node training.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord, ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Interconnect {
+    /// AWS Elastic Fabric Adapter (OS-bypass, GPUDirect RDMA on p4/p5).
+    Efa,
+    /// InfiniBand (Azure ND-series, Nebius GPU clusters).
+    Infiniband,
+    /// RDMA over Converged Ethernet (GCP A3 Ultra and A4 GPUDirect RDMA).
+    Roce,
+    /// GCP GPUDirect-TCPX/TCPXO on A3 High and A3 Mega: a fast fabric, but not RDMA.
+    GpudirectTcpx,
+    /// Ordinary Ethernet only.
+    None,
+}
+
+impl Interconnect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Efa => "efa",
+            Self::Infiniband => "infiniband",
+            Self::Roce => "roce",
+            Self::GpudirectTcpx => "gpudirect_tcpx",
+            Self::None => "none",
+        }
+    }
+}
+
+impl FromStr for Interconnect {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "efa" => Ok(Self::Efa),
+            "infiniband" => Ok(Self::Infiniband),
+            "roce" => Ok(Self::Roce),
+            "gpudirect_tcpx" => Ok(Self::GpudirectTcpx),
+            "none" => Ok(Self::None),
+            other => Err(format!("unknown interconnect `{other}`")),
+        }
+    }
+}
+
+/// How an instance is bought.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord, ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Market {
+    OnDemand,
+    Spot,
+}
+
+impl Market {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnDemand => "on_demand",
+            Self::Spot => "spot",
+        }
+    }
+}
+
+impl fmt::Display for Market {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Market {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "on_demand" => Ok(Self::OnDemand),
+            "spot" => Ok(Self::Spot),
+            other => Err(format!("must be `on_demand` or `spot`, not `{other}`")),
+        }
+    }
+}
+
+/// What an instance type is: everything about it that does not depend on where it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceSpec {
+    pub gpu: String,
+    /// Fractional on a few Azure sizes that slice one GPU.
+    pub gpu_count: f64,
+    /// Memory of one GPU as the instance sees it (a fraction of it on sliced GPUs).
+    pub gpu_memory_gib: f64,
+    pub vcpus: f64,
+    pub memory_gib: f64,
+    /// Network bandwidth in Gbit/s; `None` where the provider does not document it.
+    pub network_gbps: Option<f64>,
+    pub interconnect: Interconnect,
+    /// Instance-store NVMe/SSD in GB; 0 means network storage only, `None` unknown.
+    pub local_nvme_gb: Option<f64>,
+    pub arch: String,
+}
+
+/// Where an offering is sold. `zone` is empty where the catalog prices a whole region.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OfferingKey {
+    pub provider: String,
+    pub region: String,
+    pub zone: String,
+    pub instance_type: String,
+}
+
+/// One instance type in one region/zone of one provider, with its latest known prices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Offering {
+    pub id: i64,
+    pub key: OfferingKey,
+    pub spec: InstanceSpec,
+    pub on_demand: Option<Micros>,
+    pub spot: Option<Micros>,
+    /// When the newest of the two prices was observed, epoch milliseconds.
+    pub price_observed_at_ms: Option<i64>,
+}
+
+impl Offering {
+    pub fn price(&self, market: Market) -> Option<Micros> {
+        match market {
+            Market::OnDemand => self.on_demand,
+            Market::Spot => self.spot,
+        }
+    }
+
+    /// The price lists sort by: on-demand, or spot where no on-demand offer exists
+    /// (AWS sells p5e.48xlarge through capacity blocks and spot only).
+    pub fn list_price(&self) -> Option<Micros> {
+        self.on_demand.or(self.spot)
+    }
+}
+
+/// An immutable, indexed view of the whole catalog. Built once per catalog change and shared
+/// read-only by every request; never mutated in place.
+#[derive(Debug, Default)]
+pub struct CatalogSnapshot {
+    offerings: Vec<Offering>,
+    gpus: Vec<GpuFacts>,
+    providers: Vec<Provider>,
+    /// Positions into `offerings`, all sorted by (list price, id) with unpriced ones last.
+    by_list_price: Vec<u32>,
+    by_gpu: HashMap<String, Vec<u32>>,
+    by_provider: HashMap<String, Vec<u32>>,
+    by_id: HashMap<i64, u32>,
+}
+
+impl CatalogSnapshot {
+    pub fn new(providers: Vec<Provider>, gpus: Vec<GpuFacts>, offerings: Vec<Offering>) -> Self {
+        let mut order: Vec<u32> = (0..offerings.len() as u32).collect();
+        order.sort_by_key(|&i| list_sort_key(&offerings[i as usize]));
+        let mut by_gpu: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut by_provider: HashMap<String, Vec<u32>> = HashMap::new();
+        for &i in &order {
+            let o = &offerings[i as usize];
+            by_gpu.entry(o.spec.gpu.to_lowercase()).or_default().push(i);
+            by_provider
+                .entry(o.key.provider.clone())
+                .or_default()
+                .push(i);
+        }
+        let by_id = offerings
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.id, i as u32))
+            .collect();
+        Self {
+            offerings,
+            gpus,
+            providers,
+            by_list_price: order,
+            by_gpu,
+            by_provider,
+            by_id,
+        }
+    }
+
+    pub fn offerings(&self) -> &[Offering] {
+        &self.offerings
+    }
+
+    pub fn gpus(&self) -> &[GpuFacts] {
+        &self.gpus
+    }
+
+    pub fn providers(&self) -> &[Provider] {
+        &self.providers
+    }
+
+    pub fn has_provider(&self, name: &str) -> bool {
+        self.providers.iter().any(|p| p.name == name)
+    }
+
+    pub fn gpu(&self, name: &str) -> Option<&GpuFacts> {
+        self.gpus.iter().find(|g| g.name.eq_ignore_ascii_case(name))
+    }
+
+    pub fn offering(&self, id: i64) -> Option<&Offering> {
+        self.by_id.get(&id).map(|&i| &self.offerings[i as usize])
+    }
+
+    /// Offerings in list-price order, narrowed by the most selective index available.
+    pub(crate) fn candidates(&self, gpu: Option<&str>, provider: Option<&str>) -> &[u32] {
+        if let Some(gpu) = gpu {
+            return self
+                .by_gpu
+                .get(&gpu.to_lowercase())
+                .map_or(&[], Vec::as_slice);
+        }
+        if let Some(provider) = provider {
+            return self.by_provider.get(provider).map_or(&[], Vec::as_slice);
+        }
+        &self.by_list_price
+    }
+
+    pub(crate) fn at(&self, position: u32) -> &Offering {
+        &self.offerings[position as usize]
+    }
+}
+
+/// Unpriced offerings sort after every priced one; ids break ties so order is total.
+pub(crate) fn list_sort_key(o: &Offering) -> (i64, i64) {
+    (o.list_price().map_or(i64::MAX, |m| m.0), o.id)
+}

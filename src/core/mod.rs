@@ -1,0 +1,8 @@
+//! The pure decision core: plain data in, answers with reasons out.
+//!
+//! Nothing under `core` performs I/O, reads a clock, awaits, or touches a database; callers
+//! hand in snapshots and `now`. That keeps every decision testable and replayable.
+
+pub mod catalog;
+pub mod money;
+pub mod query;

@@ -1,0 +1,14 @@
+//! trainscaler: scaling decisions for machine-learning training on cloud GPUs.
+//!
+//! `core` is the pure decision core; `catalog` reads provider catalogs; `store` persists; `api`
+//! serves HTTP; `app` wires them together and runs the server.
+
+pub mod api;
+pub mod app;
+pub mod catalog;
+pub mod config;
+pub mod core;
+pub mod snapshot;
+pub mod store;
+pub mod telemetry;
+pub mod timefmt;

@@ -1,0 +1,144 @@
+//! The `trainscaler` command: `serve` (default), `migrate`, `catalog import`, `openapi`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+
+use trainscaler::app;
+use trainscaler::catalog::{CatalogFormat, skypilot};
+use trainscaler::config::{Config, ServeConfig};
+use trainscaler::store::CatalogImport;
+use trainscaler::timefmt::{now_ms, parse_rfc3339_ms};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "trainscaler",
+    version,
+    about = "Scaling decisions for ML training on cloud GPUs"
+)]
+struct Cli {
+    #[command(flatten)]
+    config: Config,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP service (the default).
+    Serve(ServeConfig),
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Manage the instance catalog.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+#[derive(Debug, Subcommand)]
+enum CatalogCommand {
+    /// Load a provider's catalog file; importing the same file again changes nothing.
+    Import {
+        /// File layout.
+        #[arg(long, value_enum, default_value_t = CatalogFormat::Skypilot)]
+        format: CatalogFormat,
+        /// Provider the file describes (aws, gcp, azure, lambda, nebius, vast).
+        #[arg(long)]
+        provider: String,
+        /// When the prices were observed (RFC 3339); default: now.
+        #[arg(long)]
+        observed_at: Option<String>,
+        /// The catalog file.
+        file: PathBuf,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let config = cli.config;
+    trainscaler::telemetry::init(config.log_format, &config.log_level);
+    match cli.command {
+        None => run_server(&config, default_serve_config()).await,
+        Some(Command::Serve(serve)) => run_server(&config, serve).await,
+        Some(Command::Migrate) => {
+            let store = app::open_store(&config).await?;
+            tracing::info!(database = %config.database_url, backend = store.backend(), "migrations applied");
+            Ok(())
+        }
+        Some(Command::Catalog(CatalogCommand::Import {
+            format,
+            provider,
+            observed_at,
+            file,
+        })) => import(&config, format, &provider, observed_at.as_deref(), &file).await,
+        Some(Command::Openapi) => {
+            println!("{}", trainscaler::api::openapi().to_pretty_json()?);
+            Ok(())
+        }
+    }
+}
+
+/// `serve`'s flags when no subcommand is given: the same defaults and environment variables.
+fn default_serve_config() -> ServeConfig {
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        serve: ServeConfig,
+    }
+    Only::parse_from(["trainscaler"]).serve
+}
+
+async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
+    tracing::info!(
+        database_url = %config.database_url,
+        bind = %serve.bind,
+        log_format = ?config.log_format,
+        log_level = %config.log_level,
+        max_body_bytes = serve.max_body_bytes,
+        max_catalog_bytes = serve.max_catalog_bytes,
+        request_timeout_secs = serve.request_timeout_secs,
+        no_seed = serve.no_seed,
+        "effective configuration"
+    );
+    let state = app::prepare(config, &serve).await?;
+    let listener = TcpListener::bind(serve.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", serve.bind))?;
+    app::serve(listener, state, &serve, app::shutdown_signal()).await
+}
+
+async fn import(
+    config: &Config,
+    format: CatalogFormat,
+    provider: &str,
+    observed_at: Option<&str>,
+    file: &PathBuf,
+) -> anyhow::Result<()> {
+    let CatalogFormat::Skypilot = format;
+    let observed_at_ms = match observed_at {
+        Some(t) => parse_rfc3339_ms(t).map_err(|e| anyhow::anyhow!("--observed-at {e}"))?,
+        None => now_ms(),
+    };
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let offerings =
+        skypilot::parse(provider, &text).with_context(|| format!("{}", file.display()))?;
+    let store = app::open_store(config).await?;
+    let report = store
+        .import_catalog(
+            CatalogImport {
+                provider,
+                offerings: &offerings,
+                observed_at_ms,
+                source: "import",
+            },
+            now_ms(),
+        )
+        .await?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}

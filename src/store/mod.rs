@@ -1,0 +1,197 @@
+//! Persistence behind one seam: [`Store`], with a PostgreSQL and an SQLite implementation
+//! chosen from the URL scheme. Both run the same SQL (written once, in `sql.rs`) against their
+//! own migrations; PostgreSQL adds cross-replica change notification.
+
+mod postgres;
+mod sql;
+mod sqlite;
+
+use crate::catalog::ImportedOffering;
+use crate::core::catalog::{GpuFacts, Market, Offering, OfferingKey, Provider};
+use crate::core::money::Micros;
+
+pub use postgres::{CATALOG_CHANNEL, PgStore};
+pub use sqlite::SqliteStore;
+
+/// Failures of the store. Input problems that only the database can detect (an offering that
+/// does not exist) are their own variants so the API can answer them as 4xx.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("unsupported database URL `{0}`: use postgres://... or sqlite://...")]
+    UnsupportedUrl(String),
+    #[error("unknown provider `{0}`")]
+    UnknownProvider(String),
+    #[error("observation {index}: no offering {key:?}")]
+    UnknownOffering { index: usize, key: OfferingKey },
+    #[error(
+        "observation {index}: a different price is already recorded for that offering, market and time"
+    )]
+    ConflictingObservation { index: usize },
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A price seen for one offering in one market at one time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewObservation {
+    pub key: OfferingKey,
+    pub market: Market,
+    pub price: Micros,
+    pub observed_at_ms: i64,
+}
+
+/// A stored price observation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PricePoint {
+    pub id: i64,
+    pub key: OfferingKey,
+    pub market: Market,
+    pub price: Micros,
+    pub observed_at_ms: i64,
+    pub source: String,
+}
+
+/// What an import changed. Importing the same file twice gives all zeros the second time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct ImportReport {
+    pub offerings_added: u64,
+    pub offerings_updated: u64,
+    pub offerings_unchanged: u64,
+    pub prices_appended: u64,
+}
+
+/// What a price batch changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct BatchReport {
+    pub inserted: u64,
+    /// Observations already recorded with the same price: re-sending is a no-op.
+    pub duplicates: u64,
+}
+
+/// Filters for price history; every field narrows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HistoryFilter {
+    pub provider: Option<String>,
+    pub instance_type: Option<String>,
+    pub region: Option<String>,
+    pub zone: Option<String>,
+    pub market: Option<Market>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    /// Keyset: only observations with a larger (observed_at_ms, id).
+    pub after: Option<(i64, i64)>,
+    pub limit: i64,
+}
+
+/// Everything the in-memory snapshot is built from.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogRows {
+    pub providers: Vec<Provider>,
+    pub gpus: Vec<GpuFacts>,
+    pub offerings: Vec<Offering>,
+}
+
+/// A provider's catalog file to load, with when its prices were observed and where from.
+#[derive(Debug, Clone, Copy)]
+pub struct CatalogImport<'a> {
+    pub provider: &'a str,
+    pub offerings: &'a [ImportedOffering],
+    pub observed_at_ms: i64,
+    pub source: &'a str,
+}
+
+/// The store the service runs on, chosen by URL scheme.
+#[derive(Debug, Clone)]
+pub enum Store {
+    Postgres(PgStore),
+    Sqlite(SqliteStore),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $store:ident => $call:expr) => {
+        match $self {
+            Store::Postgres($store) => $call,
+            Store::Sqlite($store) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Connects to `url` (`postgres://`, `postgresql://` or `sqlite://`). SQLite files and their
+    /// parent folders are created when missing.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Self::Postgres(PgStore::connect(url).await?))
+        } else if url.starts_with("sqlite:") {
+            Ok(Self::Sqlite(SqliteStore::connect(url).await?))
+        } else {
+            Err(StoreError::UnsupportedUrl(url.to_string()))
+        }
+    }
+
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Self::Postgres(_) => "postgres",
+            Self::Sqlite(_) => "sqlite",
+        }
+    }
+
+    /// Applies this backend's pending migrations.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        dispatch!(self, s => s.migrate().await)
+    }
+
+    pub async fn ping(&self) -> StoreResult<()> {
+        dispatch!(self, s => s.ping().await)
+    }
+
+    pub async fn providers(&self) -> StoreResult<Vec<Provider>> {
+        dispatch!(self, s => s.providers().await)
+    }
+
+    pub async fn upsert_gpus(&self, gpus: &[GpuFacts]) -> StoreResult<u64> {
+        dispatch!(self, s => s.upsert_gpus(gpus).await)
+    }
+
+    /// Loads `imports` only if the catalog holds no offering yet; several replicas starting at
+    /// once seed it exactly once. Returns `None` when it was not empty.
+    pub async fn seed_if_empty(
+        &self,
+        gpus: &[GpuFacts],
+        imports: &[CatalogImport<'_>],
+        now_ms: i64,
+    ) -> StoreResult<Option<ImportReport>> {
+        dispatch!(self, s => s.seed_if_empty(gpus, imports, now_ms).await)
+    }
+
+    /// Upserts offerings and appends each price that differs from the latest one recorded.
+    pub async fn import_catalog(
+        &self,
+        import: CatalogImport<'_>,
+        now_ms: i64,
+    ) -> StoreResult<ImportReport> {
+        dispatch!(self, s => s.import_catalog(import, now_ms).await)
+    }
+
+    /// Records a batch all or nothing.
+    pub async fn record_prices(
+        &self,
+        batch: &[NewObservation],
+        source: &str,
+        now_ms: i64,
+    ) -> StoreResult<BatchReport> {
+        dispatch!(self, s => s.record_prices(batch, source, now_ms).await)
+    }
+
+    pub async fn load_catalog(&self) -> StoreResult<CatalogRows> {
+        dispatch!(self, s => s.load_catalog().await)
+    }
+
+    pub async fn price_history(&self, filter: &HistoryFilter) -> StoreResult<Vec<PricePoint>> {
+        dispatch!(self, s => s.price_history(filter).await)
+    }
+}
