@@ -58,14 +58,14 @@ pub async fn seed_bundled_catalog(store: &Store) -> anyhow::Result<Option<Import
 /// Everything `serve` needs before it accepts connections.
 pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<AppState> {
     let store = open_store(config).await?;
-    if !serve.no_seed {
-        if let Some(report) = seed_bundled_catalog(&store).await? {
-            tracing::info!(
-                offerings = report.offerings_added,
-                prices = report.prices_appended,
-                "loaded the bundled catalog into an empty database"
-            );
-        }
+    if !serve.no_seed
+        && let Some(report) = seed_bundled_catalog(&store).await?
+    {
+        tracing::info!(
+            offerings = report.offerings_added,
+            prices = report.prices_appended,
+            "loaded the bundled catalog into an empty database"
+        );
     }
     let catalog = Arc::new(CatalogCache::default());
     catalog

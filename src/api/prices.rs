@@ -212,10 +212,10 @@ pub async fn price_history(
     };
     let from_ms = time("from", &params.from)?;
     let to_ms = time("to", &params.to)?;
-    if let (Some(from), Some(to)) = (from_ms, to_ms) {
-        if from > to {
-            return Err(ApiError::invalid("to", "must not be before `from`"));
-        }
+    if let (Some(from), Some(to)) = (from_ms, to_ms)
+        && from > to
+    {
+        return Err(ApiError::invalid("to", "must not be before `from`"));
     }
     let limit = match parse_param::<i64>("limit", params.limit.as_deref(), "a whole number")? {
         None => 1000,

@@ -69,7 +69,7 @@ impl Row<'_> {
     fn price(&self, column: &str) -> Result<Option<Micros>, ImportError> {
         match self.number(column)? {
             None => Ok(None),
-            Some(d) if d == 0.0 => Ok(None),
+            Some(0.0) => Ok(None),
             Some(d) => Micros::from_dollars(d)
                 .map(Some)
                 .map_err(|e| self.err(column, e.to_string())),

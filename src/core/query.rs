@@ -53,10 +53,10 @@ impl OfferingQuery {
             },
             None => o.list_price(),
         };
-        if let Some(max) = self.max_price {
-            if price.is_none_or(|p| p > max) {
-                return false;
-            }
+        if let Some(max) = self.max_price
+            && price.is_none_or(|p| p > max)
+        {
+            return false;
         }
         self.provider.as_ref().is_none_or(|p| &o.key.provider == p)
             && self.region.as_ref().is_none_or(|r| &o.key.region == r)

@@ -1,0 +1,185 @@
+//! The `trainscaler` command as an operator runs it.
+
+use std::process::{Command, Output};
+
+use crate::common::{Backend, TestDb, aws_fixture};
+use crate::on_both_backends;
+
+fn trainscaler(db: &TestDb, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .env("TRAINSCALER_LOG", "warn")
+        .output()
+        .expect("run trainscaler")
+}
+
+fn report(output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON report on stdout")
+}
+
+async fn catalog_import_is_idempotent_and_names_bad_lines(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("vms.csv");
+    std::fs::write(&good, aws_fixture("2.4655")).unwrap();
+    let file = good.to_str().unwrap();
+    let args = [
+        "catalog",
+        "import",
+        "--format",
+        "skypilot",
+        "--provider",
+        "aws",
+        "--observed-at",
+        "2026-11-01T00:00:00Z",
+        file,
+    ];
+    let first = report(&trainscaler(&db, &args));
+    assert_eq!(
+        (
+            first["offerings_added"].as_u64(),
+            first["prices_appended"].as_u64()
+        ),
+        (Some(3), Some(5))
+    );
+    let second = report(&trainscaler(&db, &args));
+    assert_eq!(
+        (
+            second["offerings_added"].as_u64(),
+            second["prices_appended"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        aws_fixture("2.4655") + "g5.2xlarge,A10G,1,8,32,,abc,,us-east-1,,x86_64\n",
+    )
+    .unwrap();
+    let failed = trainscaler(
+        &db,
+        &[
+            "catalog",
+            "import",
+            "--provider",
+            "aws",
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert!(!failed.status.success());
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("line 5, column Price"), "{stderr}");
+
+    let unknown = trainscaler(
+        &db,
+        &["catalog", "import", "--provider", "oraclecloud", file],
+    );
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown provider `oraclecloud`"));
+}
+
+async fn migrate_applies_the_schema_and_can_run_again(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    for _ in 0..2 {
+        let out = trainscaler(&db, &["migrate"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+on_both_backends!(
+    catalog_import_is_idempotent_and_names_bad_lines,
+    migrate_applies_the_schema_and_can_run_again
+);
+
+#[test]
+fn the_openapi_command_prints_the_committed_spec() {
+    let out = Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .arg("openapi")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let committed: serde_json::Value =
+        serde_json::from_str(include_str!("../../openapi/openapi.json")).unwrap();
+    assert_eq!(printed, committed);
+}
+
+#[test]
+fn a_bad_database_url_is_refused_before_anything_starts() {
+    let out = Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .args(["migrate"])
+        .env("DATABASE_URL", "mysql://localhost/x")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DATABASE_URL")
+            || String::from_utf8_lossy(&out.stderr).contains("postgres://")
+    );
+}
+
+/// The README's run command with no environment: an SQLite file appears under the working
+/// directory, the bundled catalog is loaded, and real offerings are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_no_configuration_answers_from_the_bundled_catalog() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .current_dir(dir.path())
+        .env_remove("DATABASE_URL")
+        .env("TRAINSCALER_BIND", "127.0.0.1:0")
+        .env("TRAINSCALER_LOG_FORMAT", "json")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let addr = tokio::task::spawn_blocking(move || {
+        for line in BufReader::new(stderr).lines() {
+            let line = line.ok()?;
+            let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if event["message"] == "listening" {
+                return event["addr"].as_str().map(str::to_string);
+            }
+        }
+        None
+    })
+    .await
+    .unwrap();
+    let Some(addr) = addr else {
+        let _ = child.kill();
+        panic!("the server exited without listening");
+    };
+    let body: serde_json::Value = reqwest::get(format!(
+        "http://{addr}/v1/offerings?gpu=A100&min_gpus=8&limit=1000"
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let providers: std::collections::BTreeSet<&str> = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["provider"].as_str())
+        .collect();
+    assert!(providers.len() >= 3, "{providers:?}");
+    assert!(dir.path().join("data/trainscaler.db").exists());
+}

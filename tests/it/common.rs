@@ -1,0 +1,273 @@
+//! Test scaffolding: a fresh database of either kind per test, and [`TestApp`], the real
+//! server started on a random port against it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use sqlx::Connection;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use trainscaler::app;
+use trainscaler::config::{Config, DatabaseUrl, LogFormat, ServeConfig};
+
+pub const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// A database that exists for one test: a new PostgreSQL database (dropped afterwards) or an
+/// SQLite file in a temporary folder.
+pub struct TestDb {
+    pub url: String,
+    pg: Option<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn admin_url() -> String {
+    std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_string())
+}
+
+impl TestDb {
+    pub async fn new(backend: Backend) -> Self {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temporary folder");
+                let url = format!("sqlite://{}/nested/trainscaler.db", dir.path().display());
+                Self {
+                    url,
+                    pg: None,
+                    _dir: Some(dir),
+                }
+            }
+            Backend::Postgres => {
+                let admin = admin_url();
+                let mut conn = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "PostgreSQL is not reachable at {admin} ({e}). Start it with \
+                         `pg_ctlcluster --skip-systemctl-redirect 15 main start` (or \
+                         `docker compose up -d postgres` and set TEST_DATABASE_URL), or run \
+                         `bash .ci/run`, which starts it."
+                        )
+                    });
+                let name = format!(
+                    "trainscaler_t_{}_{}",
+                    std::process::id(),
+                    NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                );
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut conn)
+                    .await
+                    .expect("drop stale test database");
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut conn)
+                    .await
+                    .expect("create test database");
+                let url = match admin.rsplit_once('/') {
+                    Some((base, _)) => format!("{base}/{name}"),
+                    None => panic!("TEST_DATABASE_URL must end with /<database>"),
+                };
+                Self {
+                    url,
+                    pg: Some((admin, name)),
+                    _dir: None,
+                }
+            }
+        }
+    }
+
+    pub fn config(&self) -> Config {
+        Config {
+            database_url: DatabaseUrl::new(self.url.clone()),
+            log_format: LogFormat::Pretty,
+            log_level: "warn".into(),
+        }
+    }
+}
+
+static NEXT_DB: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin, name)) = self.pg.take() else {
+            return;
+        };
+        // Drop runs outside any runtime guarantee; use a private one on a plain thread.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let mut conn = sqlx::PgConnection::connect(&admin).await.ok()?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut conn)
+                    .await
+                    .ok()
+            })
+        })
+        .join();
+    }
+}
+
+pub fn serve_config(no_seed: bool) -> ServeConfig {
+    ServeConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        max_body_bytes: 1024 * 1024,
+        max_catalog_bytes: 8 * 1024 * 1024,
+        request_timeout_secs: 30,
+        no_seed,
+    }
+}
+
+/// The real server on a random loopback port, with its own database.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    pub db: Arc<TestDb>,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl TestApp {
+    /// A server over a fresh database seeded with the bundled catalog.
+    pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_on(Arc::new(TestDb::new(backend).await), false).await
+    }
+
+    /// A server over a fresh, empty database.
+    pub async fn spawn_empty(backend: Backend) -> Self {
+        Self::spawn_on(Arc::new(TestDb::new(backend).await), true).await
+    }
+
+    /// Another server (replica) over `db`.
+    pub async fn spawn_on(db: Arc<TestDb>, no_seed: bool) -> Self {
+        let serve = serve_config(no_seed);
+        let state = app::prepare(&db.config(), &serve).await.expect("start-up");
+        // Bound before the server task starts, so the first request cannot race it.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            app::serve(listener, state, &serve, async {
+                let _ = rx.await;
+            })
+            .await
+            .expect("server");
+        });
+        Self {
+            addr,
+            client: reqwest::Client::new(),
+            db,
+            shutdown: Some(tx),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.expect("GET")
+    }
+
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        let response = self.get(path).await;
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json().await.expect("JSON body")
+    }
+
+    pub async fn post_json(&self, path: &str, body: &serde_json::Value) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("POST")
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Asserts an RFC 9457 problem response with `status` whose `errors` name `field`; returns it.
+pub async fn assert_problem(
+    response: reqwest::Response,
+    status: u16,
+    field: &str,
+) -> serde_json::Value {
+    assert_eq!(response.status(), status, "status");
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(content_type, "application/problem+json");
+    let body: serde_json::Value = response.json().await.expect("problem body");
+    assert_eq!(body["status"], status);
+    assert!(
+        body["type"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("/problems/")),
+        "{body}"
+    );
+    assert!(
+        body["title"].is_string() && body["detail"].is_string(),
+        "{body}"
+    );
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .expect("errors array")
+        .iter()
+        .filter_map(|e| e["field"].as_str())
+        .collect();
+    assert!(
+        fields.contains(&field),
+        "expected field `{field}` in {body}"
+    );
+    body
+}
+
+/// Generates one `#[tokio::test]` per backend for each named `async fn(Backend)`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::Backend::Postgres).await
+                }
+            )*
+        }
+        mod on_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::Backend::Sqlite).await
+                }
+            )*
+        }
+    };
+}
+
+/// A small AWS catalog in SkyPilot's layout with hand-picked numbers.
+pub fn aws_fixture(p4d_spot: &str) -> String {
+    let gpu_info = "\"{'Gpus': [{'Name': 'A100', 'MemoryInfo': {'SizeInMiB': 40960}}]}\"";
+    format!(
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch\n\
+         p4d.24xlarge,A100,8.0,96.0,1152.0,{gpu_info},21.957642,{p4d_spot},us-east-1,use1-az1,x86_64\n\
+         p4d.24xlarge,A100,8.0,96.0,1152.0,{gpu_info},21.957642,,us-east-1,use1-az2,x86_64\n\
+         g5.xlarge,A10G,1.0,4.0,16.0,,1.006,0.45,us-east-1,,x86_64\n"
+    )
+}

@@ -1,0 +1,105 @@
+//! Catalog uploads over HTTP: idempotent imports and malformed files named by line.
+
+use serde_json::{Value, json};
+
+use crate::common::{Backend, TestApp, assert_problem, aws_fixture};
+use crate::on_both_backends;
+
+async fn upload(app: &TestApp, query: &str, csv: String) -> reqwest::Response {
+    app.client
+        .post(app.url(&format!("/v1/catalog/import?{query}")))
+        .header("content-type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn importing_a_file_twice_changes_nothing_the_second_time(backend: Backend) {
+    let app = TestApp::spawn_empty(backend).await;
+    assert_eq!(app.get_json("/readyz").await["catalog_offerings"], 0);
+    let q = "provider=aws&format=skypilot&observed_at=2026-11-01T00:00:00Z";
+    let first: Value = upload(&app, q, aws_fixture("2.4655"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        first,
+        json!({"offerings_added": 3, "offerings_updated": 0, "offerings_unchanged": 0, "prices_appended": 5})
+    );
+    let second: Value = upload(&app, q, aws_fixture("2.4655"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        second,
+        json!({"offerings_added": 0, "offerings_updated": 0, "offerings_unchanged": 3, "prices_appended": 0})
+    );
+    // The snapshot was reloaded: the new offerings are listed at once.
+    let listed = app.get_json("/v1/offerings?provider=aws&limit=10").await;
+    assert_eq!(listed["items"].as_array().unwrap().len(), 3);
+    assert_eq!(listed["items"][0]["instance_type"], "g5.xlarge");
+    assert_eq!(
+        listed["items"][0]["price_observed_at"],
+        "2026-11-01T00:00:00Z"
+    );
+}
+
+async fn a_malformed_file_is_422_naming_its_line_and_writes_nothing(backend: Backend) {
+    let app = TestApp::spawn_empty(backend).await;
+    let bad =
+        aws_fixture("2.4655") + "g5.2xlarge,A10G,1.0,8.0,32.0,,not-a-price,,us-east-1,,x86_64\n";
+    let problem = assert_problem(upload(&app, "provider=aws", bad).await, 422, "body").await;
+    assert_eq!(problem["errors"][0]["line"], 5);
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("line 5, column Price"),
+        "{problem}"
+    );
+    let ragged = aws_fixture("2.4655") + "g5.2xlarge,A10G\n";
+    let problem = assert_problem(upload(&app, "provider=aws", ragged).await, 422, "body").await;
+    assert_eq!(problem["errors"][0]["line"], 5);
+    assert_eq!(app.get_json("/readyz").await["catalog_offerings"], 0);
+}
+
+async fn uploads_for_unknown_providers_or_of_the_wrong_type_are_refused(backend: Backend) {
+    let app = TestApp::spawn_empty(backend).await;
+    assert_problem(
+        upload(&app, "provider=oraclecloud", aws_fixture("1")).await,
+        404,
+        "provider",
+    )
+    .await;
+    assert_problem(
+        upload(&app, "provider=aws&format=excel", aws_fixture("1")).await,
+        400,
+        "format",
+    )
+    .await;
+    let json_body = app
+        .client
+        .post(app.url("/v1/catalog/import?provider=aws"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(json_body, 415, "content-type").await;
+}
+
+async fn a_catalog_over_the_upload_limit_is_413(backend: Backend) {
+    let app = TestApp::spawn_empty(backend).await;
+    let huge = aws_fixture("1").repeat(40_000);
+    assert!(huge.len() > 8 * 1024 * 1024);
+    assert_problem(upload(&app, "provider=aws", huge).await, 413, "body").await;
+}
+
+on_both_backends!(
+    importing_a_file_twice_changes_nothing_the_second_time,
+    a_malformed_file_is_422_naming_its_line_and_writes_nothing,
+    uploads_for_unknown_providers_or_of_the_wrong_type_are_refused,
+    a_catalog_over_the_upload_limit_is_413,
+);

@@ -1,0 +1,239 @@
+//! Black-box tests of price ingestion and history over HTTP.
+
+use serde_json::{Value, json};
+
+use crate::common::{Backend, TestApp, assert_problem};
+use crate::on_both_backends;
+
+fn p4d_spot(price: Value, observed_at: &str) -> Value {
+    json!({
+        "provider": "aws", "region": "us-east-1", "zone": "use1-az1",
+        "instance_type": "p4d.24xlarge", "market": "spot",
+        "price": price, "observed_at": observed_at
+    })
+}
+
+async fn history_len(app: &TestApp) -> usize {
+    app.get_json("/v1/prices/history?provider=aws&instance_type=p4d.24xlarge&limit=10000")
+        .await["items"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+async fn spot_in_use1_az1(app: &TestApp) -> Option<f64> {
+    let body = app
+        .get_json("/v1/offerings?provider=aws&region=us-east-1&gpu=A100&min_gpus=8&limit=1000")
+        .await;
+    body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["instance_type"] == "p4d.24xlarge" && i["zone"] == "use1-az1")
+        .and_then(|i| i["spot_price"].as_f64())
+}
+
+async fn a_new_observation_becomes_the_listed_price_and_resending_is_a_no_op(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    assert_eq!(spot_in_use1_az1(&app).await, Some(2.4655));
+    let batch = json!({"observations": [p4d_spot(json!(3.25), "2026-12-01T10:00:00Z")]});
+    let first: Value = app
+        .post_json("/v1/prices", &batch)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first, json!({"inserted": 1, "duplicates": 0}));
+    assert_eq!(spot_in_use1_az1(&app).await, Some(3.25));
+    let before = history_len(&app).await;
+    let again: Value = app
+        .post_json("/v1/prices", &batch)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again, json!({"inserted": 0, "duplicates": 1}));
+    assert_eq!(history_len(&app).await, before);
+    // An older observation is history, not the current price.
+    let older = json!({"observations": [p4d_spot(json!(9.0), "2026-06-01T00:00:00Z")]});
+    assert_eq!(app.post_json("/v1/prices", &older).await.status(), 200);
+    assert_eq!(spot_in_use1_az1(&app).await, Some(3.25));
+}
+
+async fn negative_and_non_numeric_prices_are_422_naming_the_item(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let before = history_len(&app).await;
+    let negative = json!({"observations": [
+        p4d_spot(json!(2.0), "2026-12-01T10:00:00Z"),
+        p4d_spot(json!(-1.5), "2026-12-01T11:00:00Z"),
+    ]});
+    assert_problem(
+        app.post_json("/v1/prices", &negative).await,
+        422,
+        "observations[1].price",
+    )
+    .await;
+    let text = json!({"observations": [p4d_spot(json!("cheap"), "2026-12-01T10:00:00Z")]});
+    assert_problem(
+        app.post_json("/v1/prices", &text).await,
+        422,
+        "observations[0].price",
+    )
+    .await;
+    let bad_time = json!({"observations": [p4d_spot(json!(2.0), "yesterday")]});
+    assert_problem(
+        app.post_json("/v1/prices", &bad_time).await,
+        422,
+        "observations[0].observed_at",
+    )
+    .await;
+    let mut bad_market = p4d_spot(json!(2.0), "2026-12-01T10:00:00Z");
+    bad_market["market"] = json!("reserved");
+    assert_problem(
+        app.post_json("/v1/prices", &json!({"observations": [bad_market]}))
+            .await,
+        422,
+        "observations[0].market",
+    )
+    .await;
+    // The valid first item of a rejected batch was not written.
+    assert_eq!(history_len(&app).await, before);
+}
+
+async fn an_observation_for_an_unknown_offering_rejects_the_whole_batch(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let before = history_len(&app).await;
+    let mut unknown = p4d_spot(json!(2.0), "2026-12-01T10:00:00Z");
+    unknown["zone"] = json!("use1-az99");
+    let batch = json!({"observations": [p4d_spot(json!(2.0), "2026-12-01T10:00:00Z"), unknown]});
+    assert_problem(
+        app.post_json("/v1/prices", &batch).await,
+        422,
+        "observations[1]",
+    )
+    .await;
+    let mut provider = p4d_spot(json!(2.0), "2026-12-01T10:00:00Z");
+    provider["provider"] = json!("oraclecloud");
+    let batch = json!({"observations": [provider]});
+    assert_problem(
+        app.post_json("/v1/prices", &batch).await,
+        422,
+        "observations[0].provider",
+    )
+    .await;
+    assert_eq!(history_len(&app).await, before);
+}
+
+async fn a_conflicting_resend_is_409(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let at = "2026-12-01T10:00:00Z";
+    assert_eq!(
+        app.post_json(
+            "/v1/prices",
+            &json!({"observations": [p4d_spot(json!(3.0), at)]})
+        )
+        .await
+        .status(),
+        200
+    );
+    let conflict = json!({"observations": [p4d_spot(json!(4.0), at)]});
+    assert_problem(
+        app.post_json("/v1/prices", &conflict).await,
+        409,
+        "observations[0]",
+    )
+    .await;
+}
+
+async fn malformed_bodies_are_problems(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let not_json = app
+        .client
+        .post(app.url("/v1/prices"))
+        .header("content-type", "application/json")
+        .body("{\"observations\": [")
+        .send()
+        .await
+        .unwrap();
+    // Syntax errors name where the JSON broke off.
+    assert_problem(not_json, 400, "observations").await;
+    let form = app
+        .client
+        .post(app.url("/v1/prices"))
+        .body("a=b")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(form, 415, "content-type").await;
+    assert_problem(
+        app.post_json("/v1/prices", &json!({"observations": []}))
+            .await,
+        422,
+        "observations",
+    )
+    .await;
+    assert_problem(
+        app.post_json("/v1/prices", &json!({"prices": []})).await,
+        422,
+        "prices",
+    )
+    .await;
+}
+
+async fn an_oversized_body_is_413(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let item = p4d_spot(json!(2.0), "2026-12-01T10:00:00Z");
+    let big = json!({"observations": vec![item; 8000]});
+    assert!(serde_json::to_vec(&big).unwrap().len() > 1024 * 1024);
+    assert_problem(app.post_json("/v1/prices", &big).await, 413, "body").await;
+}
+
+async fn history_pages_through_a_time_range(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let observations: Vec<Value> = (10..16)
+        .map(|h| {
+            p4d_spot(
+                json!(2.0 + h as f64 / 100.0),
+                &format!("2026-12-01T{h}:00:00Z"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        app.post_json("/v1/prices", &json!({"observations": observations}))
+            .await
+            .status(),
+        200
+    );
+    let base = "/v1/prices/history?provider=aws&instance_type=p4d.24xlarge&zone=use1-az1&market=spot\
+                &from=2026-12-01T11:00:00Z&to=2026-12-01T15:00:00Z&limit=3";
+    let first = app.get_json(base).await;
+    let prices: Vec<f64> = first["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["price"].as_f64().unwrap())
+        .collect();
+    assert_eq!(prices, vec![2.11, 2.12, 2.13]);
+    let next = first["next"].as_str().expect("a second page");
+    let second = app.get_json(&format!("{base}&cursor={next}")).await;
+    let prices: Vec<f64> = second["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["price"].as_f64().unwrap())
+        .collect();
+    assert_eq!(prices, vec![2.14]);
+    assert!(second["next"].is_null());
+    assert_eq!(second["items"][0]["observed_at"], "2026-12-01T14:00:00Z");
+    assert_eq!(second["items"][0]["source"], "api");
+}
+
+on_both_backends!(
+    a_new_observation_becomes_the_listed_price_and_resending_is_a_no_op,
+    negative_and_non_numeric_prices_are_422_naming_the_item,
+    an_observation_for_an_unknown_offering_rejects_the_whole_batch,
+    a_conflicting_resend_is_409,
+    malformed_bodies_are_problems,
+    an_oversized_body_is_413,
+    history_pages_through_a_time_range,
+);

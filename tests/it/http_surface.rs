@@ -1,0 +1,88 @@
+//! The HTTP surface around the handlers: OpenAPI, the API page, request ids, compression, CORS,
+//! and problem documents for routing errors.
+
+use std::io::Read;
+
+use crate::common::{Backend, TestApp, assert_problem};
+use crate::on_both_backends;
+
+async fn the_served_spec_is_the_committed_spec(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let served = app.get_json("/openapi.json").await;
+    let committed: serde_json::Value =
+        serde_json::from_str(include_str!("../../openapi/openapi.json")).unwrap();
+    assert_eq!(served, committed);
+    let docs = app.get("/docs").await;
+    assert_eq!(docs.status(), 200);
+    assert!(docs.text().await.unwrap().contains("openapi"));
+}
+
+async fn responses_carry_a_request_id_and_honour_gzip(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let response = app
+        .client
+        .get(app.url("/v1/offerings?gpu=T4&limit=200"))
+        .header("accept-encoding", "gzip")
+        .header("origin", "https://grafana.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert!(headers.get("x-request-id").is_some_and(|v| v.len() >= 32));
+    assert_eq!(headers.get("content-encoding").unwrap(), "gzip");
+    assert_eq!(headers.get("access-control-allow-origin").unwrap(), "*");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&response.bytes().await.unwrap()[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["items"].as_array().unwrap().len(), 200);
+
+    let given = app
+        .client
+        .get(app.url("/healthz"))
+        .header("x-request-id", "trace-me-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(given.headers().get("x-request-id").unwrap(), "trace-me-42");
+}
+
+async fn unknown_routes_and_methods_are_problems(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let missing = app.get("/v2/nothing").await;
+    assert_eq!(missing.status(), 404);
+    assert_eq!(
+        missing.headers().get("content-type").unwrap(),
+        "application/problem+json"
+    );
+    let wrong = app
+        .client
+        .delete(app.url("/v1/offerings"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 405);
+    assert!(wrong.headers().get("allow").is_some());
+    assert_eq!(
+        wrong.headers().get("content-type").unwrap(),
+        "application/problem+json"
+    );
+    // Oversized by Content-Length is refused before the handler runs, still as a problem.
+    let big = app
+        .client
+        .post(app.url("/v1/prices"))
+        .header("content-type", "application/json")
+        .body(vec![b' '; 2 * 1024 * 1024])
+        .send()
+        .await
+        .unwrap();
+    assert_problem(big, 413, "body").await;
+}
+
+on_both_backends!(
+    the_served_spec_is_the_committed_spec,
+    responses_carry_a_request_id_and_honour_gzip,
+    unknown_routes_and_methods_are_problems,
+);

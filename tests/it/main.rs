@@ -1,0 +1,12 @@
+//! Black-box and contract tests against real databases: PostgreSQL (`TEST_DATABASE_URL`,
+//! default postgres://postgres@127.0.0.1:5432/postgres) and SQLite files.
+
+mod cli;
+mod common;
+mod http_import;
+mod http_offerings;
+mod http_prices;
+mod http_surface;
+mod openapi_drift;
+mod replicas;
+mod store_contract;
