@@ -3,12 +3,11 @@
 
 use axum::Json;
 use axum::extract::{Request, State};
-use axum::http::header;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, Problem};
-use super::extract::{ApiQuery, read_body};
+use super::extract::{ApiQuery, content_type_is, read_body};
 use super::offerings::{known_provider, snapshot};
 use crate::app::AppState;
 use crate::catalog::{CatalogFormat, skypilot};
@@ -74,12 +73,7 @@ pub async fn import_catalog(
     request: Request,
 ) -> Result<Json<ImportReport>, ApiError> {
     known_provider(&*snapshot(&state)?, &params.provider)?;
-    let is_csv = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.split(';').next().unwrap_or("").trim() == "text/csv");
-    if !is_csv {
+    if !content_type_is(request.headers(), |t| t == "text/csv") {
         return Err(ApiError::unsupported_media_type("text/csv"));
     }
     let observed_at_ms = match params.observed_at.as_deref() {

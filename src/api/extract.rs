@@ -15,15 +15,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| {
-                let essence = ct.split(';').next().unwrap_or("").trim();
-                essence == "application/json" || essence.ends_with("+json")
-            });
-        if !is_json {
+        if !content_type_is(req.headers(), |t| {
+            t == "application/json" || t.ends_with("+json")
+        }) {
             return Err(ApiError::unsupported_media_type("application/json"));
         }
         let bytes = read_body(req, state).await?;
@@ -95,6 +89,26 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
 fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
     form_urlencoded::parse(query.as_bytes())
+}
+
+/// Whether the request's media type (parameters ignored) satisfies `accepts`.
+pub fn content_type_is(headers: &axum::http::HeaderMap, accepts: impl Fn(&str) -> bool) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| accepts(ct.split(';').next().unwrap_or("").trim()))
+}
+
+/// The `limit` parameter: `default` when absent, otherwise 1..=`max`.
+pub fn parse_limit(value: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match parse_param::<usize>("limit", value, "a whole number")? {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(_) => Err(ApiError::invalid(
+            "limit",
+            format!("must be between 1 and {max}"),
+        )),
+    }
 }
 
 /// Parses one optional query parameter, naming it when its text is not a `T`.

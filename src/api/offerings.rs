@@ -10,7 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::cursor;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiQuery, parse_param};
+use super::extract::{ApiQuery, parse_limit, parse_param};
 use super::prices::PricePointItem;
 use crate::app::AppState;
 use crate::core::catalog::{CatalogSnapshot, Interconnect, Market, Offering};
@@ -147,16 +147,7 @@ impl OfferingsParams {
         )?
         .map(|d| Micros::from_dollars(d).map_err(|e| ApiError::invalid("max_price", e.to_string())))
         .transpose()?;
-        let limit = match parse_param::<usize>("limit", self.limit.as_deref(), "a whole number")? {
-            None => DEFAULT_PAGE,
-            Some(n) if (1..=MAX_PAGE).contains(&n) => n,
-            Some(_) => {
-                return Err(ApiError::invalid(
-                    "limit",
-                    format!("must be between 1 and {MAX_PAGE}"),
-                ));
-            }
-        };
+        let limit = parse_limit(self.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
         let after = match self.cursor.as_deref() {
             None | Some("") => None,
             Some(token) => {
@@ -212,16 +203,6 @@ pub async fn list_offerings(
     }))
 }
 
-/// Where an instance type is sold and at what prices.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct OfferingLocation {
-    pub region: String,
-    pub zone: Option<String>,
-    pub on_demand_price: Option<f64>,
-    pub spot_price: Option<f64>,
-    pub price_observed_at: Option<String>,
-}
-
 /// One instance type of one provider: its specification, every region and zone it is sold in,
 /// and its price history.
 #[derive(Debug, Serialize, ToSchema)]
@@ -238,7 +219,8 @@ pub struct OfferingDetail {
     pub local_nvme_gb: Option<f64>,
     pub arch: String,
     pub regions: Vec<String>,
-    pub locations: Vec<OfferingLocation>,
+    /// Every region and zone the type is sold in, as `/v1/offerings` lists them.
+    pub locations: Vec<OfferingItem>,
     /// Oldest first, at most 10,000 observations; `/v1/prices/history` pages through more.
     pub price_history: Vec<PricePointItem>,
 }
@@ -299,16 +281,7 @@ pub async fn get_offering(
         local_nvme_gb: spec.local_nvme_gb,
         arch: spec.arch.clone(),
         regions,
-        locations: locations
-            .into_iter()
-            .map(|o| OfferingLocation {
-                region: o.key.region.clone(),
-                zone: (!o.key.zone.is_empty()).then(|| o.key.zone.clone()),
-                on_demand_price: o.on_demand.map(Micros::dollars),
-                spot_price: o.spot.map(Micros::dollars),
-                price_observed_at: o.price_observed_at_ms.map(format_ms),
-            })
-            .collect(),
+        locations: locations.into_iter().map(OfferingItem::from).collect(),
         price_history: history.iter().map(PricePointItem::from).collect(),
     }))
 }

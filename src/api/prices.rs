@@ -8,7 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::cursor;
 use super::error::{ApiError, FieldError, Problem};
-use super::extract::{ApiJson, ApiQuery, parse_param};
+use super::extract::{ApiJson, ApiQuery, parse_limit, parse_param};
 use super::offerings::{known_provider, snapshot};
 use crate::app::AppState;
 use crate::core::catalog::{Market, OfferingKey};
@@ -217,11 +217,7 @@ pub async fn price_history(
     {
         return Err(ApiError::invalid("to", "must not be before `from`"));
     }
-    let limit = match parse_param::<i64>("limit", params.limit.as_deref(), "a whole number")? {
-        None => 1000,
-        Some(n) if (1..=10_000).contains(&n) => n,
-        Some(_) => return Err(ApiError::invalid("limit", "must be between 1 and 10000")),
-    };
+    let limit = parse_limit(params.limit.as_deref(), 1000, 10_000)?;
     let after = params
         .cursor
         .as_deref()
@@ -238,11 +234,11 @@ pub async fn price_history(
         to_ms,
         after,
         // One extra row tells whether another page follows.
-        limit: limit + 1,
+        limit: limit as i64 + 1,
     };
     let mut points = state.store.price_history(&filter).await?;
-    let next = if points.len() as i64 > limit {
-        points.truncate(limit as usize);
+    let next = if points.len() > limit {
+        points.truncate(limit);
         points
             .last()
             .map(|p| cursor::encode(p.observed_at_ms, p.id))

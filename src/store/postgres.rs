@@ -9,7 +9,7 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::StoreResult;
-use super::sql::{offering_from_row, shared_sql, spec_from_row};
+use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
 
 /// The LISTEN/NOTIFY channel that announces catalog changes.
 pub const CATALOG_CHANNEL: &str = "trainscaler_catalog";

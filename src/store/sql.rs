@@ -30,6 +30,25 @@ macro_rules! offering_from_row {
     }};
 }
 
+/// Binds the nine spec columns, in the order of [`InstanceSpec`]'s fields, as `$1..$9`.
+///
+/// [`InstanceSpec`]: crate::core::catalog::InstanceSpec
+macro_rules! bind_spec {
+    ($query:expr, $spec:expr) => {{
+        let s: &$crate::core::catalog::InstanceSpec = $spec;
+        $query
+            .bind(&s.gpu)
+            .bind(s.gpu_count)
+            .bind(s.gpu_memory_gib)
+            .bind(s.vcpus)
+            .bind(s.memory_gib)
+            .bind(s.network_gbps)
+            .bind(s.interconnect.as_str())
+            .bind(s.local_nvme_gb)
+            .bind(&s.arch)
+    }};
+}
+
 macro_rules! spec_from_row {
     ($row:expr) => {{
         use sqlx::Row as _;
@@ -95,9 +114,16 @@ macro_rules! shared_sql {
             pub async fn providers(
                 &self,
             ) -> $crate::store::StoreResult<Vec<$crate::core::catalog::Provider>> {
+                let mut conn = self.pool.acquire().await?;
+                Self::providers_in(&mut conn).await
+            }
+
+            async fn providers_in(
+                conn: &mut <$db as sqlx::Database>::Connection,
+            ) -> $crate::store::StoreResult<Vec<$crate::core::catalog::Provider>> {
                 use sqlx::Row as _;
                 let rows = sqlx::query("SELECT name, display_name FROM providers ORDER BY name")
-                    .fetch_all(&self.pool)
+                    .fetch_all(&mut *conn)
                     .await?;
                 rows.iter()
                     .map(|r| {
@@ -272,31 +298,22 @@ macro_rules! shared_sql {
                 now_ms: i64,
             ) -> $crate::store::StoreResult<i64> {
                 use sqlx::Row as _;
-                let s = &o.spec;
-                let row = sqlx::query(
-                    "INSERT INTO offerings (provider, region, zone, instance_type, gpu, gpu_count,
-                         gpu_memory_gib, vcpus, memory_gib, network_gbps, interconnect,
-                         local_nvme_gb, arch, created_at_ms, updated_at_ms)
+                let query = sqlx::query(
+                    "INSERT INTO offerings (gpu, gpu_count, gpu_memory_gib, vcpus, memory_gib,
+                         network_gbps, interconnect, local_nvme_gb, arch,
+                         provider, region, zone, instance_type, created_at_ms, updated_at_ms)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                      RETURNING id",
-                )
-                .bind(&o.key.provider)
-                .bind(&o.key.region)
-                .bind(&o.key.zone)
-                .bind(&o.key.instance_type)
-                .bind(&s.gpu)
-                .bind(s.gpu_count)
-                .bind(s.gpu_memory_gib)
-                .bind(s.vcpus)
-                .bind(s.memory_gib)
-                .bind(s.network_gbps)
-                .bind(s.interconnect.as_str())
-                .bind(s.local_nvme_gb)
-                .bind(&s.arch)
-                .bind(now_ms)
-                .bind(now_ms)
-                .fetch_one(&mut **tx)
-                .await?;
+                );
+                let row = bind_spec!(query, &o.spec)
+                    .bind(&o.key.provider)
+                    .bind(&o.key.region)
+                    .bind(&o.key.zone)
+                    .bind(&o.key.instance_type)
+                    .bind(now_ms)
+                    .bind(now_ms)
+                    .fetch_one(&mut **tx)
+                    .await?;
                 Ok(row.try_get("id")?)
             }
 
@@ -306,25 +323,17 @@ macro_rules! shared_sql {
                 s: &$crate::core::catalog::InstanceSpec,
                 now_ms: i64,
             ) -> $crate::store::StoreResult<()> {
-                sqlx::query(
+                let query = sqlx::query(
                     "UPDATE offerings SET gpu = $1, gpu_count = $2, gpu_memory_gib = $3,
                          vcpus = $4, memory_gib = $5, network_gbps = $6, interconnect = $7,
                          local_nvme_gb = $8, arch = $9, updated_at_ms = $10
                      WHERE id = $11",
-                )
-                .bind(&s.gpu)
-                .bind(s.gpu_count)
-                .bind(s.gpu_memory_gib)
-                .bind(s.vcpus)
-                .bind(s.memory_gib)
-                .bind(s.network_gbps)
-                .bind(s.interconnect.as_str())
-                .bind(s.local_nvme_gb)
-                .bind(&s.arch)
-                .bind(now_ms)
-                .bind(id)
-                .execute(&mut **tx)
-                .await?;
+                );
+                bind_spec!(query, s)
+                    .bind(now_ms)
+                    .bind(id)
+                    .execute(&mut **tx)
+                    .await?;
                 Ok(())
             }
 
@@ -425,17 +434,7 @@ macro_rules! shared_sql {
                 use sqlx::Row as _;
                 // One read transaction, so offerings and prices come from the same moment.
                 let mut tx = self.pool.begin().await?;
-                let providers = sqlx::query("SELECT name, display_name FROM providers ORDER BY name")
-                    .fetch_all(&mut *tx)
-                    .await?
-                    .iter()
-                    .map(|r| {
-                        Ok::<_, sqlx::Error>($crate::core::catalog::Provider {
-                            name: r.try_get("name")?,
-                            display_name: r.try_get("display_name")?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
+                let providers = Self::providers_in(&mut tx).await?;
                 let gpus = sqlx::query("SELECT * FROM gpus ORDER BY name")
                     .fetch_all(&mut *tx)
                     .await?
@@ -531,4 +530,4 @@ macro_rules! shared_sql {
     };
 }
 
-pub(super) use {offering_from_row, shared_sql, spec_from_row};
+pub(super) use {bind_spec, offering_from_row, shared_sql, spec_from_row};

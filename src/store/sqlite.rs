@@ -10,7 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::StoreResult;
-use super::sql::{offering_from_row, shared_sql, spec_from_row};
+use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {

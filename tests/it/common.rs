@@ -271,3 +271,15 @@ pub fn aws_fixture(p4d_spot: &str) -> String {
          g5.xlarge,A10G,1.0,4.0,16.0,,1.006,0.45,us-east-1,,x86_64\n"
     )
 }
+
+/// The listed spot price of p4d.24xlarge in us-east-1 zone use1-az1 (bundled: $2.4655/h).
+pub async fn p4d_use1_az1_spot(app: &TestApp) -> Option<f64> {
+    let body = app
+        .get_json("/v1/offerings?provider=aws&region=us-east-1&gpu=A100&min_gpus=8&limit=1000")
+        .await;
+    body["items"]
+        .as_array()?
+        .iter()
+        .find(|i| i["instance_type"] == "p4d.24xlarge" && i["zone"] == "use1-az1")
+        .and_then(|i| i["spot_price"].as_f64())
+}

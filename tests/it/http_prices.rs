@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Backend, TestApp, assert_problem};
+use crate::common::{Backend, TestApp, assert_problem, p4d_use1_az1_spot};
 use crate::on_both_backends;
 
 fn p4d_spot(price: Value, observed_at: &str) -> Value {
@@ -21,21 +21,9 @@ async fn history_len(app: &TestApp) -> usize {
         .len()
 }
 
-async fn spot_in_use1_az1(app: &TestApp) -> Option<f64> {
-    let body = app
-        .get_json("/v1/offerings?provider=aws&region=us-east-1&gpu=A100&min_gpus=8&limit=1000")
-        .await;
-    body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["instance_type"] == "p4d.24xlarge" && i["zone"] == "use1-az1")
-        .and_then(|i| i["spot_price"].as_f64())
-}
-
 async fn a_new_observation_becomes_the_listed_price_and_resending_is_a_no_op(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    assert_eq!(spot_in_use1_az1(&app).await, Some(2.4655));
+    assert_eq!(p4d_use1_az1_spot(&app).await, Some(2.4655));
     let batch = json!({"observations": [p4d_spot(json!(3.25), "2026-12-01T10:00:00Z")]});
     let first: Value = app
         .post_json("/v1/prices", &batch)
@@ -44,7 +32,7 @@ async fn a_new_observation_becomes_the_listed_price_and_resending_is_a_no_op(bac
         .await
         .unwrap();
     assert_eq!(first, json!({"inserted": 1, "duplicates": 0}));
-    assert_eq!(spot_in_use1_az1(&app).await, Some(3.25));
+    assert_eq!(p4d_use1_az1_spot(&app).await, Some(3.25));
     let before = history_len(&app).await;
     let again: Value = app
         .post_json("/v1/prices", &batch)
@@ -57,7 +45,7 @@ async fn a_new_observation_becomes_the_listed_price_and_resending_is_a_no_op(bac
     // An older observation is history, not the current price.
     let older = json!({"observations": [p4d_spot(json!(9.0), "2026-06-01T00:00:00Z")]});
     assert_eq!(app.post_json("/v1/prices", &older).await.status(), 200);
-    assert_eq!(spot_in_use1_az1(&app).await, Some(3.25));
+    assert_eq!(p4d_use1_az1_spot(&app).await, Some(3.25));
 }
 
 async fn negative_and_non_numeric_prices_are_422_naming_the_item(backend: Backend) {

@@ -6,25 +6,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::{Backend, TestApp};
-
-async fn listed_spot(app: &TestApp) -> Option<f64> {
-    let body = app
-        .get_json("/v1/offerings?provider=aws&region=us-east-1&gpu=A100&min_gpus=8&limit=1000")
-        .await;
-    body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["instance_type"] == "p4d.24xlarge" && i["zone"] == "use1-az1")
-        .and_then(|i| i["spot_price"].as_f64())
-}
+use crate::common::{Backend, TestApp, p4d_use1_az1_spot};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_price_posted_to_one_replica_reaches_the_other() {
     let a = TestApp::spawn(Backend::Postgres).await;
     let b = TestApp::spawn_on(Arc::clone(&a.db), false).await;
-    assert_eq!(listed_spot(&b).await, Some(2.4655));
+    assert_eq!(p4d_use1_az1_spot(&b).await, Some(2.4655));
     let batch = json!({"observations": [{
         "provider": "aws", "region": "us-east-1", "zone": "use1-az1",
         "instance_type": "p4d.24xlarge", "market": "spot", "price": 4.5,
@@ -34,7 +22,7 @@ async fn a_price_posted_to_one_replica_reaches_the_other() {
     // Delivery is asynchronous: poll replica B until it has reloaded, within a generous bound.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if listed_spot(&b).await == Some(4.5) {
+        if p4d_use1_az1_spot(&b).await == Some(4.5) {
             break;
         }
         assert!(
