@@ -283,3 +283,62 @@ pub async fn p4d_use1_az1_spot(app: &TestApp) -> Option<f64> {
         .find(|i| i["instance_type"] == "p4d.24xlarge" && i["zone"] == "use1-az1")
         .and_then(|i| i["spot_price"].as_f64())
 }
+
+/// Sends only the head of a POST that declares a `content_length`-byte body, and returns the
+/// response status, content type and body. A server that refuses oversized bodies answers
+/// without reading them; a real client would then fail writing the rest (broken pipe), which
+/// is why this is done on a raw socket.
+pub async fn post_declaring_length(
+    app: &TestApp,
+    path: &str,
+    content_type: &str,
+    content_length: usize,
+) -> (u16, String, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut stream = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {content_type}\r\n\
+         content-length: {content_length}\r\n\r\n",
+        app.addr
+    );
+    stream.write_all(head.as_bytes()).await.expect("write head");
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read = async {
+        loop {
+            let n = stream.read(&mut buf).await.expect("read response");
+            assert!(n > 0, "connection closed before a full response");
+            received.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&received).to_string();
+            let Some(end) = text.find("\r\n\r\n") else {
+                continue;
+            };
+            let headers = text[..end].to_ascii_lowercase();
+            let header = |name: &str| {
+                headers
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+            };
+            let length: usize = header("content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if received.len() < end + 4 + length {
+                continue;
+            }
+            let status: u16 = headers
+                .split_whitespace()
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .expect("status");
+            let body =
+                serde_json::from_slice(&received[end + 4..end + 4 + length]).expect("JSON body");
+            return (status, header("content-type").unwrap_or_default(), body);
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("the server answered an oversized body within 10 s")
+}

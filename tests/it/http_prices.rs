@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Backend, TestApp, assert_problem, p4d_use1_az1_spot};
+use crate::common::{Backend, TestApp, assert_problem, p4d_use1_az1_spot, post_declaring_length};
 use crate::on_both_backends;
 
 fn p4d_spot(price: Value, observed_at: &str) -> Value {
@@ -170,10 +170,25 @@ async fn malformed_bodies_are_problems(backend: Backend) {
 
 async fn an_oversized_body_is_413(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let item = p4d_spot(json!(2.0), "2026-12-01T10:00:00Z");
-    let big = json!({"observations": vec![item; 8000]});
-    assert!(serde_json::to_vec(&big).unwrap().len() > 1024 * 1024);
-    assert_problem(app.post_json("/v1/prices", &big).await, 413, "body").await;
+    let (status, content_type, problem) =
+        post_declaring_length(&app, "/v1/prices", "application/json", 1024 * 1024 + 1).await;
+    assert_eq!(
+        (status, content_type.as_str()),
+        (413, "application/problem+json")
+    );
+    assert_eq!(problem["errors"][0]["field"], "body");
+    // The limit is inclusive: a body of exactly 1 MiB is read (and then judged on content).
+    let padded = format!("{{\"observations\": []{}}}", " ".repeat(1024 * 1024 - 20));
+    assert_eq!(padded.len(), 1024 * 1024);
+    let response = app
+        .client
+        .post(app.url("/v1/prices"))
+        .header("content-type", "application/json")
+        .body(padded)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(response, 422, "observations").await;
 }
 
 async fn history_pages_through_a_time_range(backend: Backend) {
