@@ -253,8 +253,10 @@ macro_rules! shared_sql {
                     existing.insert(o.key.clone(), o);
                 }
                 let mut report = $crate::store::ImportReport::default();
+                let mut added = Vec::new();
+                let mut appends = Vec::new();
                 for new in import.offerings {
-                    let (id, latest) = match existing.get(&new.key) {
+                    let latest = match existing.get(&new.key) {
                         Some(old) => {
                             if old.spec == new.spec {
                                 report.offerings_unchanged += 1;
@@ -262,59 +264,120 @@ macro_rules! shared_sql {
                                 Self::update_spec(tx, old.id, &new.spec, now_ms).await?;
                                 report.offerings_updated += 1;
                             }
-                            (old.id, (old.on_demand, old.spot))
+                            (old.on_demand, old.spot)
                         }
                         None => {
-                            report.offerings_added += 1;
-                            (Self::insert_offering(tx, new, now_ms).await?, (None, None))
+                            added.push(new);
+                            (None, None)
                         }
                     };
                     for (market, price, last) in [
                         (Market::OnDemand, new.on_demand, latest.0),
                         (Market::Spot, new.spot, latest.1),
                     ] {
-                        let Some(price) = price else { continue };
-                        if last == Some(price) {
-                            continue;
+                        if let Some(price) = price.filter(|p| last != Some(*p)) {
+                            appends.push((&new.key, market, price));
                         }
-                        report.prices_appended += Self::insert_observation(
-                            tx,
-                            id,
-                            market,
-                            price,
-                            import.observed_at_ms,
-                            import.source,
-                            now_ms,
-                        )
-                        .await?;
                     }
                 }
+                report.offerings_added = added.len() as u64;
+                let mut ids: HashMap<&$crate::core::catalog::OfferingKey, i64> = existing
+                    .iter()
+                    .map(|(k, o)| (k, o.id))
+                    .collect();
+                ids.extend(Self::insert_offerings(tx, &added, now_ms).await?);
+                let rows: Vec<_> = appends
+                    .into_iter()
+                    .filter_map(|(key, market, price)| ids.get(key).map(|id| (*id, market, price)))
+                    .collect();
+                report.prices_appended =
+                    Self::insert_observations(tx, &rows, import.observed_at_ms, import.source, now_ms)
+                        .await?;
                 Ok(report)
             }
 
-            async fn insert_offering(
+            /// Inserts new offerings in multi-row statements; returns their ids by key.
+            async fn insert_offerings<'o>(
                 tx: &mut sqlx::Transaction<'static, $db>,
-                o: &$crate::catalog::ImportedOffering,
+                offerings: &[&'o $crate::catalog::ImportedOffering],
                 now_ms: i64,
-            ) -> $crate::store::StoreResult<i64> {
+            ) -> $crate::store::StoreResult<Vec<(&'o $crate::core::catalog::OfferingKey, i64)>> {
                 use sqlx::Row as _;
-                let query = sqlx::query(
-                    "INSERT INTO offerings (gpu, gpu_count, gpu_memory_gib, vcpus, memory_gib,
-                         network_gbps, interconnect, local_nvme_gb, arch,
-                         provider, region, zone, instance_type, created_at_ms, updated_at_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-                     RETURNING id",
-                );
-                let row = bind_spec!(query, &o.spec)
-                    .bind(&o.key.provider)
-                    .bind(&o.key.region)
-                    .bind(&o.key.zone)
-                    .bind(&o.key.instance_type)
-                    .bind(now_ms)
-                    .bind(now_ms)
-                    .fetch_one(&mut **tx)
-                    .await?;
-                Ok(row.try_get("id")?)
+                let mut ids = Vec::with_capacity(offerings.len());
+                // 15 parameters a row stays far below both engines' limits on bind variables.
+                for chunk in offerings.chunks(500) {
+                    let mut q = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO offerings (gpu, gpu_count, gpu_memory_gib, vcpus, memory_gib,
+                             network_gbps, interconnect, local_nvme_gb, arch,
+                             provider, region, zone, instance_type, created_at_ms, updated_at_ms) ",
+                    );
+                    q.push_values(chunk, |mut b, o| {
+                        let s = &o.spec;
+                        b.push_bind(&s.gpu)
+                            .push_bind(s.gpu_count)
+                            .push_bind(s.gpu_memory_gib)
+                            .push_bind(s.vcpus)
+                            .push_bind(s.memory_gib)
+                            .push_bind(s.network_gbps)
+                            .push_bind(s.interconnect.as_str())
+                            .push_bind(s.local_nvme_gb)
+                            .push_bind(&s.arch)
+                            .push_bind(&o.key.provider)
+                            .push_bind(&o.key.region)
+                            .push_bind(&o.key.zone)
+                            .push_bind(&o.key.instance_type)
+                            .push_bind(now_ms)
+                            .push_bind(now_ms);
+                    });
+                    // Multi-row RETURNING order is not promised, so rows come back with their key.
+                    q.push(" RETURNING id, region, zone, instance_type");
+                    let rows = q.build().fetch_all(&mut **tx).await?;
+                    let by_key: std::collections::HashMap<(String, String, String), i64> = rows
+                        .iter()
+                        .map(|r| {
+                            Ok::<_, sqlx::Error>((
+                                (r.try_get("region")?, r.try_get("zone")?, r.try_get("instance_type")?),
+                                r.try_get("id")?,
+                            ))
+                        })
+                        .collect::<Result<_, _>>()?;
+                    for o in chunk {
+                        let k = &o.key;
+                        if let Some(id) = by_key.get(&(k.region.clone(), k.zone.clone(), k.instance_type.clone())) {
+                            ids.push((k, *id));
+                        }
+                    }
+                }
+                Ok(ids)
+            }
+
+            /// Appends observations in multi-row statements; an observation whose (offering,
+            /// market, time) is already recorded is skipped. Returns how many were appended.
+            async fn insert_observations(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                rows: &[(i64, $crate::core::catalog::Market, $crate::core::money::Micros)],
+                observed_at_ms: i64,
+                source: &str,
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<u64> {
+                let mut appended = 0;
+                for chunk in rows.chunks(1000) {
+                    let mut q = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO price_observations
+                             (offering_id, market, price_micros, observed_at_ms, recorded_at_ms, source) ",
+                    );
+                    q.push_values(chunk, |mut b, (id, market, price)| {
+                        b.push_bind(*id)
+                            .push_bind(market.as_str())
+                            .push_bind(price.0)
+                            .push_bind(observed_at_ms)
+                            .push_bind(now_ms)
+                            .push_bind(source);
+                    });
+                    q.push(" ON CONFLICT (offering_id, market, observed_at_ms) DO NOTHING");
+                    appended += q.build().execute(&mut **tx).await?.rows_affected();
+                }
+                Ok(appended)
             }
 
             async fn update_spec(
