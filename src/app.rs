@@ -72,7 +72,7 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         .reload(&store)
         .await
         .context("cannot load the catalog")?;
-    catalog.follow_changes(store.clone());
+    catalog.follow_changes(store.clone(), serve.catalog_poll());
     Ok(AppState { store, catalog })
 }
 

@@ -44,6 +44,11 @@ pub struct ServeConfig {
     #[arg(long, env = "TRAINSCALER_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
 
+    /// Milliseconds between checks for catalog changes made by other processes (PostgreSQL
+    /// replicas are also told at once through LISTEN/NOTIFY).
+    #[arg(long, env = "TRAINSCALER_CATALOG_POLL_MS", default_value_t = 2000)]
+    pub catalog_poll_ms: u64,
+
     /// Do not load the bundled catalog into an empty database.
     #[arg(long, env = "TRAINSCALER_NO_SEED", default_value_t = false)]
     pub no_seed: bool,
@@ -52,6 +57,10 @@ pub struct ServeConfig {
 impl ServeConfig {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs)
+    }
+
+    pub fn catalog_poll(&self) -> Duration {
+        Duration::from_millis(self.catalog_poll_ms.max(50))
     }
 }
 

@@ -10,7 +10,7 @@ use trainscaler::app;
 use trainscaler::catalog::{CatalogFormat, skypilot};
 use trainscaler::config::{Config, ServeConfig};
 use trainscaler::store::CatalogImport;
-use trainscaler::timefmt::{now_ms, parse_rfc3339_ms};
+use trainscaler::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -101,6 +101,7 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         max_body_bytes = serve.max_body_bytes,
         max_catalog_bytes = serve.max_catalog_bytes,
         request_timeout_secs = serve.request_timeout_secs,
+        catalog_poll_ms = serve.catalog_poll_ms,
         no_seed = serve.no_seed,
         "effective configuration"
     );
@@ -120,7 +121,9 @@ async fn import(
 ) -> anyhow::Result<()> {
     let CatalogFormat::Skypilot = format;
     let observed_at_ms = match observed_at {
-        Some(t) => parse_rfc3339_ms(t).map_err(|e| anyhow::anyhow!("--observed-at {e}"))?,
+        Some(t) => parse_rfc3339_ms(t)
+            .and_then(|ms| check_not_future(ms, now_ms()))
+            .map_err(|e| anyhow::anyhow!("--observed-at {e}"))?,
         None => now_ms(),
     };
     let text =

@@ -1,8 +1,15 @@
 //! The in-memory catalog: a [`CatalogSnapshot`] behind an atomic pointer, rebuilt from the
 //! store and swapped whole whenever the catalog changes. Requests never read the catalog from
-//! the database. On PostgreSQL a listener task reloads when another replica announces a change.
+//! the database.
+//!
+//! Changes are noticed two ways. A replica that writes reloads at once. Every replica also runs
+//! [`CatalogCache::follow_changes`], which compares the store's catalog version with the
+//! snapshot's: woken by PostgreSQL NOTIFY, and by a timer on both backends, which covers SQLite
+//! (a CLI import into the file of a running server), missed notifications, and a reload that
+//! failed after a write.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -12,17 +19,34 @@ use crate::core::catalog::CatalogSnapshot;
 use crate::store::{Store, StoreResult};
 
 /// The current snapshot, shared by every request.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CatalogCache {
     current: ArcSwapOption<CatalogSnapshot>,
+    /// Catalog version of `current`; -1 before the first load.
+    version: AtomicI64,
     /// Serialises reloads so an older read can never replace a newer snapshot.
     reloading: Mutex<()>,
+}
+
+impl Default for CatalogCache {
+    fn default() -> Self {
+        Self {
+            current: ArcSwapOption::empty(),
+            version: AtomicI64::new(-1),
+            reloading: Mutex::new(()),
+        }
+    }
 }
 
 impl CatalogCache {
     /// The snapshot, or `None` until the first load has finished.
     pub fn get(&self) -> Option<Arc<CatalogSnapshot>> {
         self.current.load_full()
+    }
+
+    /// The catalog version the current snapshot was built from.
+    pub fn version(&self) -> i64 {
+        self.version.load(Ordering::Acquire)
     }
 
     /// Rebuilds the snapshot from the store and swaps it in.
@@ -33,51 +57,67 @@ impl CatalogCache {
         let count = rows.offerings.len();
         let snapshot = CatalogSnapshot::new(rows.providers, rows.gpus, rows.offerings);
         self.current.store(Some(Arc::new(snapshot)));
+        self.version.store(rows.version, Ordering::Release);
         tracing::info!(
             offerings = count,
+            version = rows.version,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "catalog snapshot loaded"
         );
         Ok(count)
     }
 
-    /// On PostgreSQL, follows catalog change notifications from every replica for as long as the
-    /// returned task runs. A lost connection triggers a reload too, since notifications sent
-    /// while it was down are gone.
-    pub fn follow_changes(self: &Arc<Self>, store: Store) -> Option<tokio::task::JoinHandle<()>> {
-        let Store::Postgres(pg) = &store else {
-            return None;
-        };
-        let pg = pg.clone();
+    /// Reloads if the store's catalog is at another version than the snapshot.
+    pub async fn reload_if_changed(&self, store: &Store) -> StoreResult<bool> {
+        if store.catalog_version().await? == self.version() {
+            return Ok(false);
+        }
+        self.reload(store).await.map(|_| true)
+    }
+
+    /// After this replica changed the catalog: reload now. A failure is logged, not returned,
+    /// because the write is committed; [`follow_changes`](Self::follow_changes) retries.
+    pub async fn refresh_after_write(&self, store: &Store) {
+        if let Err(e) = self.reload_if_changed(store).await {
+            tracing::warn!(error = %e, "catalog reload after a write failed; the follower will retry");
+        }
+    }
+
+    /// Follows catalog changes made anywhere for as long as the returned task runs.
+    pub fn follow_changes(
+        self: &Arc<Self>,
+        store: Store,
+        poll: Duration,
+    ) -> tokio::task::JoinHandle<()> {
         let cache = Arc::clone(self);
-        Some(tokio::spawn(async move {
+        tokio::spawn(async move {
+            let mut listener = None;
             loop {
-                let mut listener = match pg.catalog_listener().await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "catalog listener cannot connect; retrying");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                        continue;
+                if let Store::Postgres(pg) = &store
+                    && listener.is_none()
+                {
+                    match pg.catalog_listener().await {
+                        Ok(l) => listener = Some(l),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "catalog listener cannot connect; polling meanwhile")
+                        }
                     }
-                };
-                // Anything announced before LISTEN took effect would otherwise be missed.
-                if let Err(e) = cache.reload(&store).await {
+                }
+                match listener.as_mut() {
+                    // A notification or the poll interval, whichever comes first.
+                    Some(l) => {
+                        if let Ok(Err(e)) = tokio::time::timeout(poll, l.try_recv()).await {
+                            tracing::warn!(error = %e, "catalog listener failed; reconnecting");
+                            listener = None;
+                        }
+                    }
+                    None => tokio::time::sleep(poll).await,
+                }
+                // Comparing versions coalesces bursts and this replica's own notifications.
+                if let Err(e) = cache.reload_if_changed(&store).await {
                     tracing::warn!(error = %e, "catalog reload failed");
                 }
-                loop {
-                    match listener.try_recv().await {
-                        Ok(_) => {
-                            if let Err(e) = cache.reload(&store).await {
-                                tracing::warn!(error = %e, "catalog reload failed");
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "catalog listener failed; reconnecting");
-                            break;
-                        }
-                    }
-                }
             }
-        }))
+        })
     }
 }

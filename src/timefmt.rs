@@ -18,6 +18,23 @@ pub fn format_ms(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
+/// How far ahead of this server's clock an observation time may be (other clocks drift).
+pub const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
+
+/// Refuses a time in the future: the newest observation is the current price, and history is
+/// append-only, so one far-future observation would pin a price for good.
+pub fn check_not_future(ms: i64, now_ms: i64) -> Result<i64, String> {
+    if ms > now_ms + MAX_CLOCK_SKEW_MS {
+        Err(format!(
+            "must not be in the future (it is {}, this server's clock says {})",
+            format_ms(ms),
+            format_ms(now_ms)
+        ))
+    } else {
+        Ok(ms)
+    }
+}
+
 /// The wall clock, for the layers around the core.
 pub fn now_ms() -> i64 {
     (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
@@ -33,6 +50,17 @@ mod tests {
         assert_eq!(ms, 1_768_953_600_000);
         assert_eq!(format_ms(ms), "2026-01-21T00:00:00Z");
         assert_eq!(parse_rfc3339_ms("2026-01-21T01:00:00+01:00").unwrap(), ms);
+    }
+
+    #[test]
+    fn future_times_beyond_the_skew_are_refused() {
+        let now = 1_767_225_600_000;
+        assert_eq!(
+            check_not_future(now + MAX_CLOCK_SKEW_MS, now),
+            Ok(now + MAX_CLOCK_SKEW_MS)
+        );
+        assert!(check_not_future(now + MAX_CLOCK_SKEW_MS + 1, now).is_err());
+        assert_eq!(check_not_future(0, now), Ok(0));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::app::AppState;
 use crate::catalog::{CatalogFormat, skypilot};
 use crate::core::catalog::{GpuFacts, Provider};
 use crate::store::{CatalogImport, ImportReport};
-use crate::timefmt::{now_ms, parse_rfc3339_ms};
+use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GpuList {
@@ -63,6 +63,7 @@ pub struct ImportParams {
     responses(
         (status = 200, description = "Imported", body = ImportReport),
         (status = 404, description = "Unknown provider", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A price differs from the one recorded at the same observed_at; nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "File too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not text/csv", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Malformed file; `errors[0].line` names the line. Nothing was written", body = Problem, content_type = "application/problem+json"),
@@ -77,7 +78,9 @@ pub async fn import_catalog(
         return Err(ApiError::unsupported_media_type("text/csv"));
     }
     let observed_at_ms = match params.observed_at.as_deref() {
-        Some(t) => parse_rfc3339_ms(t).map_err(|e| ApiError::invalid("observed_at", e))?,
+        Some(t) => parse_rfc3339_ms(t)
+            .and_then(|ms| check_not_future(ms, now_ms()))
+            .map_err(|e| ApiError::invalid("observed_at", e))?,
         None => now_ms(),
     };
     let CatalogFormat::Skypilot = params.format.unwrap_or(CatalogFormat::Skypilot);
@@ -102,6 +105,6 @@ pub async fn import_catalog(
             now_ms(),
         )
         .await?;
-    state.catalog.reload(&state.store).await?;
+    state.catalog.refresh_after_write(&state.store).await;
     Ok(Json(report))
 }

@@ -211,6 +211,18 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Deadlocks and serialisation failures (PostgreSQL 40P01, 40001) and SQLite's busy or locked
+/// database: nothing was written, and the same request may succeed when retried.
+fn is_transient(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    matches!(
+        db.code().as_deref(),
+        Some("40P01" | "40001" | "5" | "6" | "517")
+    )
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -228,6 +240,20 @@ impl From<StoreError> for ApiError {
                 format!("observations[{index}]"),
                 "a different price is already recorded for this offering, market and observed_at",
             ),
+            StoreError::ConflictingImport { key, market } => Self::conflict(
+                "body",
+                format!(
+                    "the {market} price of {}/{}/{}/{} differs from the one already recorded at this \
+                     observed_at; import it with a later observed_at",
+                    key.provider, key.region, key.zone, key.instance_type
+                ),
+            ),
+            StoreError::Database(e) if is_transient(&e) => {
+                tracing::warn!(error = %e, "transient database conflict");
+                Self::unavailable(
+                    "the database is busy with a conflicting change; retry the request",
+                )
+            }
             other => Self::internal(other),
         }
     }

@@ -23,7 +23,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         let bytes = read_body(req, state).await?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         match serde_path_to_error::deserialize(&mut de) {
-            Ok(value) => Ok(Self(value)),
+            Ok(value) => {
+                de.end().map_err(|e| {
+                    ApiError::bad_request(
+                        "body",
+                        format!(
+                            "has text after the JSON value: {}",
+                            strip_position(&e.to_string())
+                        ),
+                    )
+                })?;
+                Ok(Self(value))
+            }
             Err(e) => {
                 let path = e.path().to_string();
                 let inner = e.into_inner();
@@ -62,6 +73,21 @@ fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {
         Some(i) => message[..i].to_string(),
         None => message.to_string(),
+    }
+}
+
+/// Path parameters; a segment that cannot be read (invalid percent-encoding) is a 400
+/// naming the path.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(v)| Self(v))
+            .map_err(|e| ApiError::bad_request("path", e.body_text()))
     }
 }
 

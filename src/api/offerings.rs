@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::cursor;
 use super::error::{ApiError, Problem};
-use super::extract::{ApiQuery, parse_limit, parse_param};
+use super::extract::{ApiPath, ApiQuery, parse_limit, parse_param};
 use super::prices::PricePointItem;
 use crate::app::AppState;
 use crate::core::catalog::{CatalogSnapshot, Interconnect, Market, Offering};
@@ -221,7 +221,8 @@ pub struct OfferingDetail {
     pub regions: Vec<String>,
     /// Every region and zone the type is sold in, as `/v1/offerings` lists them.
     pub locations: Vec<OfferingItem>,
-    /// Oldest first, at most 10,000 observations; `/v1/prices/history` pages through more.
+    /// The newest 10,000 observations at most, oldest first; `/v1/prices/history` pages
+    /// through all of them.
     pub price_history: Vec<PricePointItem>,
 }
 
@@ -239,7 +240,7 @@ const DETAIL_HISTORY_LIMIT: i64 = 10_000;
     ))]
 pub async fn get_offering(
     State(state): State<AppState>,
-    Path((provider, instance_type)): Path<(String, String)>,
+    ApiPath((provider, instance_type)): ApiPath<(String, String)>,
 ) -> Result<Json<OfferingDetail>, ApiError> {
     let catalog = snapshot(&state)?;
     known_provider(&catalog, &provider)?;
@@ -262,9 +263,12 @@ pub async fn get_offering(
             provider: Some(provider.clone()),
             instance_type: Some(instance_type.clone()),
             limit: DETAIL_HISTORY_LIMIT,
+            newest_first: true,
             ..Default::default()
         })
         .await?;
+    // The newest observations, shown oldest first.
+    let history: Vec<_> = history.into_iter().rev().collect();
     let mut regions: Vec<String> = locations.iter().map(|o| o.key.region.clone()).collect();
     regions.dedup();
     let spec = &first.spec;

@@ -14,7 +14,7 @@ use crate::app::AppState;
 use crate::core::catalog::{Market, OfferingKey};
 use crate::core::money::Micros;
 use crate::store::{BatchReport, HistoryFilter, NewObservation, PricePoint};
-use crate::timefmt::{format_ms, now_ms, parse_rfc3339_ms};
+use crate::timefmt::{check_not_future, format_ms, now_ms, parse_rfc3339_ms};
 
 /// Most observations one request may carry.
 pub const MAX_BATCH: usize = 10_000;
@@ -54,6 +54,19 @@ fn validate(batch: PriceBatch, state: &AppState) -> Result<Vec<NewObservation>, 
         ));
     }
     let catalog = snapshot(state)?;
+    // An unknown provider is a 404, as everywhere else in the API.
+    if let Some((i, o)) = batch
+        .observations
+        .iter()
+        .enumerate()
+        .find(|(_, o)| !catalog.has_provider(&o.provider))
+    {
+        return Err(ApiError::not_found(
+            format!("observations[{i}].provider"),
+            format!("unknown provider `{}`", o.provider),
+        ));
+    }
+    let now = now_ms();
     let mut errors = Vec::new();
     let mut out = Vec::with_capacity(batch.observations.len());
     for (i, o) in batch.observations.into_iter().enumerate() {
@@ -64,12 +77,6 @@ fn validate(batch: PriceBatch, state: &AppState) -> Result<Vec<NewObservation>, 
                 line: None,
             });
         };
-        if !catalog.has_provider(&o.provider) {
-            fail(
-                "provider",
-                format!("is not a known provider: `{}`", o.provider),
-            );
-        }
         for (field, value) in [("region", &o.region), ("instance_type", &o.instance_type)] {
             if value.trim().is_empty() {
                 fail(field, "must not be empty".into());
@@ -79,6 +86,7 @@ fn validate(batch: PriceBatch, state: &AppState) -> Result<Vec<NewObservation>, 
             .map_err(|e| fail("price", e.to_string()))
             .ok();
         let observed_at = parse_rfc3339_ms(&o.observed_at)
+            .and_then(|ms| check_not_future(ms, now))
             .map_err(|e| fail("observed_at", e))
             .ok();
         if let (Some(price), Some(observed_at_ms)) = (price, observed_at) {
@@ -110,9 +118,11 @@ fn validate(batch: PriceBatch, state: &AppState) -> Result<Vec<NewObservation>, 
     responses(
         (status = 200, description = "Recorded", body = BatchReport),
         (status = 400, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown provider; nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Conflicts with a recorded observation", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid observation; nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid observation (bad value, future time, unknown offering); nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "A conflicting write was in progress; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn post_prices(
     State(state): State<AppState>,
@@ -124,7 +134,7 @@ pub async fn post_prices(
         .record_prices(&observations, "api", now_ms())
         .await?;
     if report.inserted > 0 {
-        state.catalog.reload(&state.store).await?;
+        state.catalog.refresh_after_write(&state.store).await;
     }
     Ok(Json(report))
 }
@@ -233,6 +243,7 @@ pub async fn price_history(
         from_ms,
         to_ms,
         after,
+        newest_first: false,
         // One extra row tells whether another page follows.
         limit: limit as i64 + 1,
     };

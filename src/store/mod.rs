@@ -31,6 +31,10 @@ pub enum StoreError {
         "observation {index}: a different price is already recorded for that offering, market and time"
     )]
     ConflictingObservation { index: usize },
+    #[error(
+        "the {market} price of {key:?} differs from the one already recorded at the same observation time"
+    )]
+    ConflictingImport { key: OfferingKey, market: Market },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -82,14 +86,18 @@ pub struct HistoryFilter {
     pub market: Option<Market>,
     pub from_ms: Option<i64>,
     pub to_ms: Option<i64>,
-    /// Keyset: only observations with a larger (observed_at_ms, id).
+    /// Keyset: only observations beyond this (observed_at_ms, id) in the chosen order.
     pub after: Option<(i64, i64)>,
+    /// Newest first instead of oldest first.
+    pub newest_first: bool,
     pub limit: i64,
 }
 
 /// Everything the in-memory snapshot is built from.
 #[derive(Debug, Clone, Default)]
 pub struct CatalogRows {
+    /// The catalog version these rows were read at.
+    pub version: i64,
     pub providers: Vec<Provider>,
     pub gpus: Vec<GpuFacts>,
     pub offerings: Vec<Offering>,
@@ -185,6 +193,11 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<BatchReport> {
         dispatch!(self, s => s.record_prices(batch, source, now_ms).await)
+    }
+
+    /// A counter that every catalog change increments, for change detection by polling.
+    pub async fn catalog_version(&self) -> StoreResult<i64> {
+        dispatch!(self, s => s.catalog_version().await)
     }
 
     pub async fn load_catalog(&self) -> StoreResult<CatalogRows> {

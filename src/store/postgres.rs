@@ -49,6 +49,15 @@ impl PgStore {
         Ok(self.pool.begin().await?)
     }
 
+    /// Statements in READ COMMITTED each see their own moment; a snapshot must see one.
+    async fn begin_consistent_read(&self) -> StoreResult<Transaction<'static, Postgres>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
     async fn lock_catalog(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(CATALOG_LOCK_KEY)
@@ -58,7 +67,7 @@ impl PgStore {
     }
 
     /// Queued in the transaction: PostgreSQL delivers it only if and when the commit succeeds.
-    async fn notify_catalog_changed(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
+    async fn announce_catalog_change(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
         sqlx::query("SELECT pg_notify($1, '')")
             .bind(CATALOG_CHANNEL)
             .execute(&mut **tx)

@@ -97,13 +97,40 @@ pub(super) const OFFERINGS_WITH_LATEST_PRICES: &str = "
     ) sp ON sp.offering_id = o.id";
 
 /// Implements the shared store methods for `$store`, whose `pool` is a `sqlx::Pool<$db>` and
-/// which provides `begin_write`, `lock_catalog` and `notify_catalog_changed`.
+/// which provides `begin_write`, `begin_consistent_read`, `lock_catalog` and
+/// `announce_catalog_change`.
 macro_rules! shared_sql {
     ($store:ty, $db:ty) => {
         impl $store {
             pub async fn migrate(&self) -> $crate::store::StoreResult<()> {
                 Self::MIGRATOR.run(&self.pool).await?;
                 Ok(())
+            }
+
+            /// Bumps the catalog version in `tx` and announces the change to other replicas.
+            async fn mark_catalog_changed(
+                tx: &mut sqlx::Transaction<'static, $db>,
+            ) -> $crate::store::StoreResult<()> {
+                sqlx::query("UPDATE catalog_version SET version = version + 1 WHERE id = 1")
+                    .execute(&mut **tx)
+                    .await?;
+                Self::announce_catalog_change(tx).await
+            }
+
+            /// The version the catalog is at now.
+            pub async fn catalog_version(&self) -> $crate::store::StoreResult<i64> {
+                let mut conn = self.pool.acquire().await?;
+                Self::catalog_version_in(&mut conn).await
+            }
+
+            async fn catalog_version_in(
+                conn: &mut <$db as sqlx::Database>::Connection,
+            ) -> $crate::store::StoreResult<i64> {
+                use sqlx::Row as _;
+                Ok(sqlx::query("SELECT version FROM catalog_version WHERE id = 1")
+                    .fetch_one(&mut *conn)
+                    .await?
+                    .try_get("version")?)
             }
 
             pub async fn ping(&self) -> $crate::store::StoreResult<()> {
@@ -141,7 +168,7 @@ macro_rules! shared_sql {
             ) -> $crate::store::StoreResult<u64> {
                 let mut tx = self.begin_write().await?;
                 let n = Self::upsert_gpus_in(&mut tx, gpus).await?;
-                Self::notify_catalog_changed(&mut tx).await?;
+                Self::mark_catalog_changed(&mut tx).await?;
                 tx.commit().await?;
                 Ok(n)
             }
@@ -203,7 +230,7 @@ macro_rules! shared_sql {
                     total.offerings_added += r.offerings_added;
                     total.prices_appended += r.prices_appended;
                 }
-                Self::notify_catalog_changed(&mut tx).await?;
+                Self::mark_catalog_changed(&mut tx).await?;
                 tx.commit().await?;
                 Ok(Some(total))
             }
@@ -217,7 +244,7 @@ macro_rules! shared_sql {
                 Self::lock_catalog(&mut tx).await?;
                 let report = Self::import_in(&mut tx, import, now_ms).await?;
                 if report.offerings_added + report.offerings_updated + report.prices_appended > 0 {
-                    Self::notify_catalog_changed(&mut tx).await?;
+                    Self::mark_catalog_changed(&mut tx).await?;
                 }
                 tx.commit().await?;
                 Ok(report)
@@ -286,14 +313,55 @@ macro_rules! shared_sql {
                     .map(|(k, o)| (k, o.id))
                     .collect();
                 ids.extend(Self::insert_offerings(tx, &added, now_ms).await?);
-                let rows: Vec<_> = appends
-                    .into_iter()
-                    .filter_map(|(key, market, price)| ids.get(key).map(|id| (*id, market, price)))
-                    .collect();
+                // A price already recorded at this very time must agree with the file.
+                let recorded = Self::prices_observed_at(tx, import.provider, import.observed_at_ms).await?;
+                let mut rows = Vec::with_capacity(appends.len());
+                for (key, market, price) in appends {
+                    let Some(&id) = ids.get(key) else { continue };
+                    match recorded.get(&(id, market)) {
+                        None => rows.push((id, market, price)),
+                        Some(&p) if p == price.0 => {}
+                        Some(_) => {
+                            return Err($crate::store::StoreError::ConflictingImport {
+                                key: key.clone(),
+                                market,
+                            });
+                        }
+                    }
+                }
                 report.prices_appended =
                     Self::insert_observations(tx, &rows, import.observed_at_ms, import.source, now_ms)
                         .await?;
                 Ok(report)
+            }
+
+            /// Prices of `provider`'s offerings recorded at exactly `observed_at_ms`.
+            async fn prices_observed_at(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                provider: &str,
+                observed_at_ms: i64,
+            ) -> $crate::store::StoreResult<
+                std::collections::HashMap<(i64, $crate::core::catalog::Market), i64>,
+            > {
+                use sqlx::Row as _;
+                let rows = sqlx::query(
+                    "SELECT p.offering_id, p.market, p.price_micros
+                     FROM price_observations p JOIN offerings o ON o.id = p.offering_id
+                     WHERE o.provider = $1 AND p.observed_at_ms = $2",
+                )
+                .bind(provider)
+                .bind(observed_at_ms)
+                .fetch_all(&mut **tx)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        let market: String = r.try_get("market")?;
+                        let market = market
+                            .parse()
+                            .map_err(|e: String| sqlx::Error::Decode(e.into()))?;
+                        Ok(((r.try_get("offering_id")?, market), r.try_get("price_micros")?))
+                    })
+                    .collect()
             }
 
             /// Inserts new offerings in multi-row statements; returns their ids by key.
@@ -435,6 +503,9 @@ macro_rules! shared_sql {
             ) -> $crate::store::StoreResult<$crate::store::BatchReport> {
                 use sqlx::Row as _;
                 let mut tx = self.begin_write().await?;
+                // Catalog writers queue on one lock, so concurrent batches and imports that touch
+                // the same rows in different orders cannot deadlock.
+                Self::lock_catalog(&mut tx).await?;
                 let mut report = $crate::store::BatchReport::default();
                 for (index, obs) in batch.iter().enumerate() {
                     let k = &obs.key;
@@ -487,7 +558,7 @@ macro_rules! shared_sql {
                     report.duplicates += 1;
                 }
                 if report.inserted > 0 {
-                    Self::notify_catalog_changed(&mut tx).await?;
+                    Self::mark_catalog_changed(&mut tx).await?;
                 }
                 tx.commit().await?;
                 Ok(report)
@@ -495,8 +566,9 @@ macro_rules! shared_sql {
 
             pub async fn load_catalog(&self) -> $crate::store::StoreResult<$crate::store::CatalogRows> {
                 use sqlx::Row as _;
-                // One read transaction, so offerings and prices come from the same moment.
-                let mut tx = self.pool.begin().await?;
+                // One consistent read, so version, offerings and prices come from one moment.
+                let mut tx = self.begin_consistent_read().await?;
+                let version = Self::catalog_version_in(&mut tx).await?;
                 let providers = Self::providers_in(&mut tx).await?;
                 let gpus = sqlx::query("SELECT * FROM gpus ORDER BY name")
                     .fetch_all(&mut *tx)
@@ -524,7 +596,7 @@ macro_rules! shared_sql {
                     offerings.push(offering_from_row!(row));
                 }
                 tx.commit().await?;
-                Ok($crate::store::CatalogRows { providers, gpus, offerings })
+                Ok($crate::store::CatalogRows { version, providers, gpus, offerings })
             }
 
             pub async fn price_history(
@@ -557,16 +629,18 @@ macro_rules! shared_sql {
                 if let Some(to) = f.to_ms {
                     q.push(" AND p.observed_at_ms < ").push_bind(to);
                 }
+                let (beyond, order) = if f.newest_first { ("<", "DESC") } else { (">", "ASC") };
                 if let Some((at, id)) = f.after {
-                    q.push(" AND (p.observed_at_ms > ")
+                    q.push(format_args!(" AND (p.observed_at_ms {beyond} "))
                         .push_bind(at)
                         .push(" OR (p.observed_at_ms = ")
                         .push_bind(at)
-                        .push(" AND p.id > ")
+                        .push(format_args!(" AND p.id {beyond} "))
                         .push_bind(id)
                         .push("))");
                 }
-                q.push(" ORDER BY p.observed_at_ms, p.id LIMIT ").push_bind(f.limit);
+                q.push(format_args!(" ORDER BY p.observed_at_ms {order}, p.id {order} LIMIT "))
+                    .push_bind(f.limit);
                 let rows = q.build().fetch_all(&self.pool).await?;
                 rows.iter()
                     .map(|r| {

@@ -47,13 +47,18 @@ impl SqliteStore {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
+    /// A deferred read transaction in WAL mode reads one consistent snapshot of the file.
+    async fn begin_consistent_read(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+        Ok(self.pool.begin().await?)
+    }
+
     /// `BEGIN IMMEDIATE` already holds the only write lock there is.
     async fn lock_catalog(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
         Ok(())
     }
 
-    /// One process owns an SQLite file; the caller reloads its own snapshot after a write.
-    async fn notify_catalog_changed(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
+    /// SQLite has no notifications; readers poll the catalog version instead.
+    async fn announce_catalog_change(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
         Ok(())
     }
 }

@@ -121,6 +121,7 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         max_body_bytes: 1024 * 1024,
         max_catalog_bytes: 8 * 1024 * 1024,
         request_timeout_secs: 30,
+        catalog_poll_ms: 200,
         no_seed,
     }
 }
@@ -146,7 +147,11 @@ impl TestApp {
 
     /// Another server (replica) over `db`.
     pub async fn spawn_on(db: Arc<TestDb>, no_seed: bool) -> Self {
-        let serve = serve_config(no_seed);
+        Self::spawn_with(db, serve_config(no_seed)).await
+    }
+
+    /// A server over `db` with these settings.
+    pub async fn spawn_with(db: Arc<TestDb>, serve: ServeConfig) -> Self {
         let state = app::prepare(&db.config(), &serve).await.expect("start-up");
         // Bound before the server task starts, so the first request cannot race it.
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -111,7 +111,45 @@ async fn a_catalog_over_the_upload_limit_is_413(backend: Backend) {
     assert_eq!(status, 413);
 }
 
+async fn a_different_price_at_the_same_observation_time_is_a_conflict(backend: Backend) {
+    let app = TestApp::spawn_empty(backend).await;
+    let q = "provider=aws&observed_at=2026-11-01T00:00:00Z";
+    assert_eq!(upload(&app, q, aws_fixture("5.00")).await.status(), 200);
+    // A corrected file must say when it was observed; the same time with another price is 409,
+    // and the whole import is rolled back, including its new offering.
+    let corrected =
+        aws_fixture("6.00") + "g5.2xlarge,A10G,1.0,8.0,32.0,,1.212,,us-east-1,,x86_64\n";
+    let problem = assert_problem(upload(&app, q, corrected.clone()).await, 409, "body").await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("p4d.24xlarge"),
+        "{problem}"
+    );
+    assert_eq!(app.get_json("/readyz").await["catalog_offerings"], 3);
+    let later = "provider=aws&observed_at=2026-11-02T00:00:00Z";
+    let report: Value = upload(&app, later, corrected).await.json().await.unwrap();
+    assert_eq!(
+        (
+            report["offerings_added"].as_u64(),
+            report["prices_appended"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+}
+
+async fn a_future_observation_time_is_refused(backend: Backend) {
+    let app = TestApp::spawn_empty(backend).await;
+    let response = upload(
+        &app,
+        "provider=aws&observed_at=2999-01-01T00:00:00Z",
+        aws_fixture("1"),
+    )
+    .await;
+    assert_problem(response, 422, "observed_at").await;
+}
+
 on_both_backends!(
+    a_different_price_at_the_same_observation_time_is_a_conflict,
+    a_future_observation_time_is_refused,
     importing_a_file_twice_changes_nothing_the_second_time,
     a_malformed_file_is_422_naming_its_line_and_writes_nothing,
     uploads_for_unknown_providers_or_of_the_wrong_type_are_refused,

@@ -75,6 +75,14 @@ async fn negative_and_non_numeric_prices_are_422_naming_the_item(backend: Backen
         "observations[0].observed_at",
     )
     .await;
+    let future = json!({"observations": [p4d_spot(json!(0.01), "9999-12-31T23:59:59Z")]});
+    assert_problem(
+        app.post_json("/v1/prices", &future).await,
+        422,
+        "observations[0].observed_at",
+    )
+    .await;
+    assert_eq!(p4d_use1_az1_spot(&app).await, Some(2.4655));
     let mut bad_market = p4d_spot(json!(2.0), "2026-12-01T10:00:00Z");
     bad_market["market"] = json!("reserved");
     assert_problem(
@@ -105,7 +113,7 @@ async fn an_observation_for_an_unknown_offering_rejects_the_whole_batch(backend:
     let batch = json!({"observations": [provider]});
     assert_problem(
         app.post_json("/v1/prices", &batch).await,
-        422,
+        404,
         "observations[0].provider",
     )
     .await;
@@ -160,6 +168,18 @@ async fn malformed_bodies_are_problems(backend: Backend) {
         "observations",
     )
     .await;
+    let trailing = app
+        .client
+        .post(app.url("/v1/prices"))
+        .header("content-type", "application/json")
+        .body(format!(
+            "{} trailing",
+            json!({"observations": [p4d_spot(json!(2.0), "2026-12-01T10:00:00Z")]})
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(trailing, 400, "body").await;
     assert_problem(
         app.post_json("/v1/prices", &json!({"prices": []})).await,
         422,
@@ -231,6 +251,41 @@ async fn history_pages_through_a_time_range(backend: Backend) {
     assert_eq!(second["items"][0]["source"], "api");
 }
 
+/// Scrapers re-send overlapping batches in any order, at the same time. Inserting the same
+/// rows in opposite orders from two transactions is the classic deadlock.
+async fn overlapping_batches_sent_at_once_all_land(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut inserted = 0;
+    for round in 0..5 {
+        let observations: Vec<Value> = (0..300)
+            .map(|s| {
+                let at = format!("2026-11-0{}T{:02}:{:02}:00Z", round + 1, s / 60, s % 60);
+                p4d_spot(json!(2.0 + s as f64 / 1000.0), &at)
+            })
+            .collect();
+        let mut reversed = observations.clone();
+        reversed.reverse();
+        let forward = json!({"observations": observations});
+        let backward = json!({"observations": reversed});
+        let (a, b) = tokio::join!(
+            app.post_json("/v1/prices", &forward),
+            app.post_json("/v1/prices", &backward)
+        );
+        for response in [a, b] {
+            assert_eq!(response.status(), 200);
+            let report: Value = response.json().await.unwrap();
+            let (new, dup) = (
+                report["inserted"].as_u64().unwrap(),
+                report["duplicates"].as_u64().unwrap(),
+            );
+            assert_eq!(new + dup, 300);
+            inserted += new;
+        }
+    }
+    assert_eq!(inserted, 1500, "each observation is recorded exactly once");
+    assert_eq!(p4d_use1_az1_spot(&app).await, Some(2.299));
+}
+
 on_both_backends!(
     a_new_observation_becomes_the_listed_price_and_resending_is_a_no_op,
     negative_and_non_numeric_prices_are_422_naming_the_item,
@@ -239,4 +294,5 @@ on_both_backends!(
     malformed_bodies_are_problems,
     an_oversized_body_is_413,
     history_pages_through_a_time_range,
+    overlapping_batches_sent_at_once_all_land,
 );

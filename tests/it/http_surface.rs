@@ -57,6 +57,10 @@ async fn unknown_routes_and_methods_are_problems(backend: Backend) {
         missing.headers().get("content-type").unwrap(),
         "application/problem+json"
     );
+    let bad_path = app.get("/v1/offerings/aws/%FF%FE").await;
+    assert_eq!(bad_path.status(), 400);
+    let body: serde_json::Value = bad_path.json().await.unwrap();
+    assert_eq!(body["errors"][0]["field"], "path");
     let wrong = app
         .client
         .delete(app.url("/v1/offerings"))

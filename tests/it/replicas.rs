@@ -1,17 +1,32 @@
-//! Two replicas on one PostgreSQL database: a change through one reaches the other's in-memory
-//! catalog through LISTEN/NOTIFY, without a request to the database per read.
+//! Catalog changes made elsewhere reach a running server's in-memory catalog: another replica
+//! on PostgreSQL (LISTEN/NOTIFY), and another process on the SQLite file (version polling).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::{Backend, TestApp, p4d_use1_az1_spot};
+use crate::common::{Backend, TestApp, aws_fixture, p4d_use1_az1_spot, serve_config};
+
+/// Polls `app` until p4d's listed spot price is `expected`, within a generous bound.
+async fn wait_for_spot(app: &TestApp, expected: f64, within: Duration) {
+    let deadline = Instant::now() + within;
+    while p4d_use1_az1_spot(app).await != Some(expected) {
+        assert!(
+            Instant::now() < deadline,
+            "the server never listed spot price {expected}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_price_posted_to_one_replica_reaches_the_other() {
+async fn a_price_posted_to_one_replica_reaches_the_other_by_notification() {
     let a = TestApp::spawn(Backend::Postgres).await;
-    let b = TestApp::spawn_on(Arc::clone(&a.db), false).await;
+    // Replica B polls only once an hour, so only a notification can tell it in time.
+    let mut slow = serve_config(false);
+    slow.catalog_poll_ms = 3_600_000;
+    let b = TestApp::spawn_with(Arc::clone(&a.db), slow).await;
     assert_eq!(p4d_use1_az1_spot(&b).await, Some(2.4655));
     let batch = json!({"observations": [{
         "provider": "aws", "region": "us-east-1", "zone": "use1-az1",
@@ -19,44 +34,37 @@ async fn a_price_posted_to_one_replica_reaches_the_other() {
         "observed_at": "2026-12-01T10:00:00Z"
     }]});
     assert_eq!(a.post_json("/v1/prices", &batch).await.status(), 200);
-    // Delivery is asynchronous: poll replica B until it has reloaded, within a generous bound.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if p4d_use1_az1_spot(&b).await == Some(4.5) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "replica B never saw the new price"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert_eq!(
+        p4d_use1_az1_spot(&a).await,
+        Some(4.5),
+        "the writing replica reads its own write"
+    );
+    wait_for_spot(&b, 4.5, Duration::from_secs(20)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replicas_starting_together_seed_the_catalog_once() {
-    let db = Arc::new(crate::common::TestDb::new(Backend::Postgres).await);
-    let (a, b) = tokio::join!(
-        TestApp::spawn_on(Arc::clone(&db), false),
-        TestApp::spawn_on(Arc::clone(&db), false)
+async fn a_cli_import_into_the_sqlite_file_reaches_the_running_server() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vms.csv");
+    std::fs::write(&file, aws_fixture("7.77")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .args([
+            "catalog",
+            "import",
+            "--provider",
+            "aws",
+            file.to_str().unwrap(),
+        ])
+        .env("DATABASE_URL", &app.db.url)
+        .env("TRAINSCALER_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    let count_a = a.get_json("/readyz").await["catalog_offerings"]
-        .as_u64()
-        .unwrap();
-    let count_b = b.get_json("/readyz").await["catalog_offerings"]
-        .as_u64()
-        .unwrap();
-    assert_eq!(count_a, count_b);
-    let history = a
-        .get_json("/v1/prices/history?provider=aws&instance_type=p5.48xlarge&limit=10000")
-        .await;
-    let items = history["items"].as_array().unwrap();
-    let mut keys: Vec<String> = items
-        .iter()
-        .map(|i| format!("{}{}{}", i["zone"], i["region"], i["market"]))
-        .collect();
-    let n = keys.len();
-    keys.sort();
-    keys.dedup();
-    assert_eq!(keys.len(), n, "a bundled price was recorded twice");
+    // The test server polls every 200 ms.
+    wait_for_spot(&app, 7.77, Duration::from_secs(20)).await;
 }

@@ -265,6 +265,28 @@ async fn history_filters_by_market_and_time_and_pages_by_keyset(backend: Backend
         rest.iter().map(|p| p.price.0).collect::<Vec<_>>(),
         vec![2_400_000]
     );
+    let newest = HistoryFilter {
+        newest_first: true,
+        limit: 2,
+        ..window.clone()
+    };
+    let newest_two = store.price_history(&newest).await.unwrap();
+    assert_eq!(
+        newest_two.iter().map(|p| p.price.0).collect::<Vec<_>>(),
+        vec![2_400_000, 2_300_000]
+    );
+    let last = newest_two.last().unwrap();
+    let older = store
+        .price_history(&HistoryFilter {
+            after: Some((last.observed_at_ms, last.id)),
+            ..newest
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        older.iter().map(|p| p.price.0).collect::<Vec<_>>(),
+        vec![2_200_000]
+    );
 }
 
 async fn price_history_cannot_be_edited_or_deleted(backend: Backend) {
@@ -302,6 +324,85 @@ async fn price_history_cannot_be_edited_or_deleted(backend: Backend) {
     assert_eq!(all_history(&store).await.len(), 5);
 }
 
+async fn every_catalog_change_moves_the_version(backend: Backend) {
+    let (_db, store) = fresh_store(backend).await;
+    let v0 = store.catalog_version().await.unwrap();
+    import(&store, &aws_fixture("2.4655"), T0).await;
+    let v1 = store.catalog_version().await.unwrap();
+    assert!(v1 > v0);
+    import(&store, &aws_fixture("2.4655"), T0).await;
+    assert_eq!(
+        store.catalog_version().await.unwrap(),
+        v1,
+        "a no-op import is not a change"
+    );
+    store
+        .record_prices(
+            &[observation("use1-az1", Market::Spot, 2.2, T0 + 10)],
+            "api",
+            T0,
+        )
+        .await
+        .unwrap();
+    let v2 = store.catalog_version().await.unwrap();
+    assert!(v2 > v1);
+    assert_eq!(store.load_catalog().await.unwrap().version, v2);
+}
+
+async fn an_import_conflicting_midway_writes_nothing(backend: Backend) {
+    let (_db, store) = fresh_store(backend).await;
+    import(&store, &aws_fixture("2.4655"), T0).await;
+    let before = (
+        store.load_catalog().await.unwrap().offerings.len(),
+        all_history(&store).await,
+    );
+    // A new offering first, then a different p4d spot price at the same observation time.
+    let csv = aws_fixture("9.99") + "g5.2xlarge,A10G,1.0,8.0,32.0,,1.212,,us-east-1,,x86_64\n";
+    let offerings = skypilot::parse("aws", &csv).unwrap();
+    let err = store
+        .import_catalog(
+            CatalogImport {
+                provider: "aws",
+                offerings: &offerings,
+                observed_at_ms: T0,
+                source: "import",
+            },
+            T0,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::ConflictingImport {
+                market: Market::Spot,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let after = (
+        store.load_catalog().await.unwrap().offerings.len(),
+        all_history(&store).await,
+    );
+    assert_eq!(after, before);
+}
+
+async fn concurrent_seeding_loads_the_catalog_exactly_once(backend: Backend) {
+    let (db, first) = fresh_store(backend).await;
+    let second = open_store(&db.config()).await.unwrap();
+    let (a, b) = tokio::join!(
+        trainscaler::app::seed_bundled_catalog(&first),
+        trainscaler::app::seed_bundled_catalog(&second)
+    );
+    let seeded = [a.unwrap(), b.unwrap()];
+    assert_eq!(
+        seeded.iter().filter(|r| r.is_some()).count(),
+        1,
+        "{seeded:?}"
+    );
+}
+
 async fn seeding_loads_the_bundled_catalog_only_once(backend: Backend) {
     let (_db, store) = fresh_store(backend).await;
     let first = trainscaler::app::seed_bundled_catalog(&store)
@@ -336,4 +437,7 @@ on_both_backends!(
     history_filters_by_market_and_time_and_pages_by_keyset,
     price_history_cannot_be_edited_or_deleted,
     seeding_loads_the_bundled_catalog_only_once,
+    every_catalog_change_moves_the_version,
+    an_import_conflicting_midway_writes_nothing,
+    concurrent_seeding_loads_the_catalog_exactly_once,
 );
