@@ -30,22 +30,23 @@ macro_rules! offering_from_row {
     }};
 }
 
-/// Binds the nine spec columns, in the order of [`InstanceSpec`]'s fields, as `$1..$9`.
+/// Binds the nine spec columns in the order of [`InstanceSpec`]'s fields, with `$bind`
+/// (`bind` on a query, `push_bind` on a row of a multi-row insert).
 ///
 /// [`InstanceSpec`]: crate::core::catalog::InstanceSpec
 macro_rules! bind_spec {
-    ($query:expr, $spec:expr) => {{
+    ($query:expr, $bind:ident, $spec:expr) => {{
         let s: &$crate::core::catalog::InstanceSpec = $spec;
         $query
-            .bind(&s.gpu)
-            .bind(s.gpu_count)
-            .bind(s.gpu_memory_gib)
-            .bind(s.vcpus)
-            .bind(s.memory_gib)
-            .bind(s.network_gbps)
-            .bind(s.interconnect.as_str())
-            .bind(s.local_nvme_gb)
-            .bind(&s.arch)
+            .$bind(&s.gpu)
+            .$bind(s.gpu_count)
+            .$bind(s.gpu_memory_gib)
+            .$bind(s.vcpus)
+            .$bind(s.memory_gib)
+            .$bind(s.network_gbps)
+            .$bind(s.interconnect.as_str())
+            .$bind(s.local_nvme_gb)
+            .$bind(&s.arch)
     }};
 }
 
@@ -380,16 +381,7 @@ macro_rules! shared_sql {
                              provider, region, zone, instance_type, created_at_ms, updated_at_ms) ",
                     );
                     q.push_values(chunk, |mut b, o| {
-                        let s = &o.spec;
-                        b.push_bind(&s.gpu)
-                            .push_bind(s.gpu_count)
-                            .push_bind(s.gpu_memory_gib)
-                            .push_bind(s.vcpus)
-                            .push_bind(s.memory_gib)
-                            .push_bind(s.network_gbps)
-                            .push_bind(s.interconnect.as_str())
-                            .push_bind(s.local_nvme_gb)
-                            .push_bind(&s.arch)
+                        bind_spec!(b, push_bind, &o.spec)
                             .push_bind(&o.key.provider)
                             .push_bind(&o.key.region)
                             .push_bind(&o.key.zone)
@@ -460,7 +452,7 @@ macro_rules! shared_sql {
                          local_nvme_gb = $8, arch = $9, updated_at_ms = $10
                      WHERE id = $11",
                 );
-                bind_spec!(query, s)
+                bind_spec!(query, bind, s)
                     .bind(now_ms)
                     .bind(id)
                     .execute(&mut **tx)

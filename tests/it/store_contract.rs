@@ -292,31 +292,28 @@ async fn history_filters_by_market_and_time_and_pages_by_keyset(backend: Backend
 async fn price_history_cannot_be_edited_or_deleted(backend: Backend) {
     let (_db, store) = fresh_store(backend).await;
     import(&store, &aws_fixture("2.4655"), T0).await;
-    let errors: Vec<String> = match &store {
-        Store::Postgres(pg) => vec![
-            sqlx::query("UPDATE price_observations SET price_micros = 1")
-                .execute(pg.pool())
-                .await
-                .unwrap_err()
-                .to_string(),
-            sqlx::query("DELETE FROM price_observations")
-                .execute(pg.pool())
-                .await
-                .unwrap_err()
-                .to_string(),
-        ],
-        Store::Sqlite(lite) => vec![
-            sqlx::query("UPDATE price_observations SET price_micros = 1")
-                .execute(lite.pool())
-                .await
-                .unwrap_err()
-                .to_string(),
-            sqlx::query("DELETE FROM price_observations")
-                .execute(lite.pool())
-                .await
-                .unwrap_err()
-                .to_string(),
-        ],
+    // Each backend has its own pool type; the statements are the same.
+    macro_rules! refusals {
+        ($pool:expr) => {{
+            let mut errors = Vec::new();
+            for sql in [
+                "UPDATE price_observations SET price_micros = 1",
+                "DELETE FROM price_observations",
+            ] {
+                errors.push(
+                    sqlx::query(sql)
+                        .execute($pool)
+                        .await
+                        .unwrap_err()
+                        .to_string(),
+                );
+            }
+            errors
+        }};
+    }
+    let errors = match &store {
+        Store::Postgres(pg) => refusals!(pg.pool()),
+        Store::Sqlite(lite) => refusals!(lite.pool()),
     };
     for e in errors {
         assert!(e.contains("append-only"), "{e}");
