@@ -45,6 +45,37 @@ pub const BUNDLED: &[BundledCatalog] = &[
     },
 ];
 
+/// The bundled catalog as an in-memory snapshot with ids in file order, without a database:
+/// for benchmarks and tests of the decision core.
+pub fn bundled_snapshot() -> crate::core::catalog::CatalogSnapshot {
+    use crate::core::catalog::{CatalogSnapshot, Offering, Provider};
+    let mut offerings = Vec::new();
+    for b in BUNDLED {
+        let observed = crate::timefmt::parse_rfc3339_ms(b.observed_at).ok();
+        for o in crate::catalog::skypilot::parse(b.provider, b.csv).unwrap_or_default() {
+            offerings.push(Offering {
+                id: offerings.len() as i64 + 1,
+                key: o.key,
+                spec: o.spec,
+                on_demand: o.on_demand,
+                spot: o.spot,
+                price_observed_at_ms: observed,
+            });
+        }
+    }
+    let providers = BUNDLED
+        .iter()
+        .map(|b| Provider {
+            name: b.provider.into(),
+            display_name: b.provider.into(),
+        })
+        .collect();
+    let gpus =
+        crate::catalog::gpu_facts::parse_gpu_facts(crate::catalog::gpu_facts::BUNDLED_GPUS_CSV)
+            .unwrap_or_default();
+    CatalogSnapshot::new(providers, gpus, offerings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

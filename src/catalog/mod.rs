@@ -7,6 +7,7 @@ pub mod family_facts;
 pub mod gpu_facts;
 mod gpu_info;
 pub mod skypilot;
+pub mod spot_advisor;
 
 use crate::core::catalog::{InstanceSpec, OfferingKey};
 use crate::core::money::Micros;

@@ -159,10 +159,14 @@ fn is_tpu(name: &str) -> bool {
     name.starts_with("tpu-")
 }
 
-fn gpu_memory_gib(row: &Row<'_>, gpu: &str, count: f64) -> Option<f64> {
-    let per_gpu = per_gpu_memory_mib(row.text("GpuInfo"))
-        .map(|mib| mib / 1024.0)
-        .or_else(|| memory_gib_by_name(gpu))?;
+fn gpu_memory_gib(provider: &str, row: &Row<'_>, gpu: &str, count: f64) -> Option<f64> {
+    let stated = per_gpu_memory_mib(row.text("GpuInfo")).map(|mib| mib / 1024.0);
+    // Vast.ai's per-GPU `SizeInMiB` is the whole machine's (2× A100 says 163840 MiB).
+    let stated = match (provider, stated) {
+        ("vast", Some(total)) if count >= 1.0 => Some(total / count),
+        (_, s) => s,
+    };
+    let per_gpu = stated.or_else(|| memory_gib_by_name(gpu))?;
     // A sliced GPU (Azure NVads A10 v5 at 1/6 of an A10) exposes only its share of memory.
     Some(if count < 1.0 {
         per_gpu * count
@@ -200,7 +204,7 @@ fn plain_offering(provider: &str, row: &Row<'_>) -> Result<Option<ImportedOfferi
         spec: InstanceSpec {
             gpu: gpu.to_string(),
             gpu_count: count,
-            gpu_memory_gib: gpu_memory_gib(row, gpu, count).unwrap_or(0.0),
+            gpu_memory_gib: gpu_memory_gib(provider, row, gpu, count).unwrap_or(0.0),
             vcpus: row.required_number("vCPUs")?,
             memory_gib: row.required_number("MemoryGiB")?,
             network_gbps: family.network_gbps,
@@ -292,7 +296,7 @@ fn gcp_offerings(rows: Vec<Row<'_>>) -> Result<Vec<ImportedOffering>, ImportErro
             spec: InstanceSpec {
                 gpu: gpu_name.to_string(),
                 gpu_count: count,
-                gpu_memory_gib: gpu_memory_gib(row, gpu, count).unwrap_or(0.0),
+                gpu_memory_gib: gpu_memory_gib("gcp", row, gpu, count).unwrap_or(0.0),
                 vcpus: host.vcpus,
                 memory_gib: host.memory_gib,
                 network_gbps: family.network_gbps,
@@ -382,5 +386,19 @@ a2-highgpu-8g,96.0,680.0,,,,europe-west4,europe-west4-a,6.51251,2.67308\n\
         let o = &parse("vast", csv).unwrap()[0];
         assert_eq!((o.on_demand, o.spot), (Some(Micros(440_000)), None));
         assert_eq!(o.key.region, "Denmark, DK, EU");
+    }
+
+    #[test]
+    fn vast_states_the_machine_total_as_gpu_memory() {
+        let csv = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region\n\
+2x-A100_SXM4,A100,2,32,64.0,\"{'Gpus': [{'Name': 'A100', 'Count': 2, 'MemoryInfo': {'SizeInMiB': 163840}}], 'TotalGpuMemoryInMiB': 163840}\",1.87,0.00,\"Montana, US, NA\"\n";
+        assert_eq!(parse("vast", csv).unwrap()[0].spec.gpu_memory_gib, 80.0);
+        // Lambda's per-GPU figure is per GPU although its total repeats it.
+        let lambda = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice\n\
+gpu_8x_h100_sxm5,H100,8.0,208.0,1800.0,31.92,europe-central-1,\"{'Gpus': [{'Name': 'H100', 'Count': 8.0, 'MemoryInfo': {'SizeInMiB': 81920}}], 'TotalGpuMemoryInMiB': 81920}\",\n";
+        assert_eq!(
+            parse("lambda", lambda).unwrap()[0].spec.gpu_memory_gib,
+            80.0
+        );
     }
 }

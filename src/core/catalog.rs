@@ -180,6 +180,8 @@ pub struct CatalogSnapshot {
     by_gpu: HashMap<String, Vec<u32>>,
     by_provider: HashMap<String, Vec<u32>>,
     by_id: HashMap<i64, u32>,
+    /// For each offering, its GPU's position in `gpus` (matched case-insensitively).
+    gpu_of: Vec<Option<u32>>,
 }
 
 impl CatalogSnapshot {
@@ -201,6 +203,15 @@ impl CatalogSnapshot {
             .enumerate()
             .map(|(i, o)| (o.id, i as u32))
             .collect();
+        let gpu_pos: HashMap<String, u32> = gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.name.to_lowercase(), i as u32))
+            .collect();
+        let gpu_of = offerings
+            .iter()
+            .map(|o| gpu_pos.get(&o.spec.gpu.to_lowercase()).copied())
+            .collect();
         Self {
             offerings,
             gpus,
@@ -209,6 +220,7 @@ impl CatalogSnapshot {
             by_gpu,
             by_provider,
             by_id,
+            gpu_of,
         }
     }
 
@@ -230,6 +242,15 @@ impl CatalogSnapshot {
 
     pub fn gpu(&self, name: &str) -> Option<&GpuFacts> {
         self.gpus.iter().find(|g| g.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Datasheet facts for the GPU of the offering at `position` in [`offerings`](Self::offerings).
+    pub fn gpu_facts_of(&self, position: usize) -> Option<&GpuFacts> {
+        self.gpu_of
+            .get(position)
+            .copied()
+            .flatten()
+            .map(|g| &self.gpus[g as usize])
     }
 
     pub fn offering(&self, id: i64) -> Option<&Offering> {

@@ -4,5 +4,9 @@
 //! hand in snapshots and `now`. That keeps every decision testable and replayable.
 
 pub mod catalog;
+pub mod decision;
+pub mod job;
 pub mod money;
 pub mod query;
+pub mod select;
+pub mod spot;

@@ -9,4 +9,5 @@ mod http_prices;
 mod http_surface;
 mod openapi_drift;
 mod replicas;
+mod select_cases;
 mod store_contract;

@@ -1,0 +1,140 @@
+//! What instance selection answers: ranked candidates with their numbers and reasons, the
+//! derived job profile, rejections counted by reason, and the assumptions behind estimates.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::catalog::Market;
+
+/// Why a configuration (offering × node count × market) was not a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// Outside the request's providers, regions, zones or GPU lists.
+    FilteredByConstraint,
+    /// Fewer GPUs per node than `gpus_per_node_min`.
+    TooFewGpusPerNode,
+    /// A slice of a GPU (Azure's fractional A10 sizes): training needs whole GPUs.
+    FractionalGpu,
+    /// The job's memory per GPU exceeds the GPU's.
+    MemoryDoesNotFit,
+    /// Multi-node without EFA, InfiniBand, RoCE or GPUDirect-TCPX of at least 100 Gbit/s.
+    NoFastInterconnect,
+    /// Many-small-files data without documented local NVMe.
+    NoLocalNvme,
+    /// bf16 requested on a GPU without bf16 tensor cores.
+    PrecisionUnsupported,
+    /// No benchmark and no datasheet figures for the GPU.
+    NoThroughputData,
+    /// Spot not allowed, or the job does not checkpoint.
+    SpotNotAllowed,
+    /// No price in this market.
+    NoPrice,
+    /// Total hourly price above `max_price_per_hour`.
+    OverPriceCap,
+    /// Estimated hours above `deadline_hours`.
+    MissesDeadline,
+    /// Estimated cost above `budget`.
+    OverBudget,
+}
+
+/// How many configurations were rejected for one reason, with a few examples.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Rejections {
+    pub reason: RejectReason,
+    pub count: u64,
+    pub examples: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ThroughputSource {
+    Benchmark,
+    Datasheet,
+}
+
+/// One ranked way to run the job.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Candidate {
+    pub rank: usize,
+    pub offering_id: i64,
+    pub provider: String,
+    pub region: String,
+    pub zone: Option<String>,
+    pub instance_type: String,
+    pub gpu: String,
+    pub gpus_per_node: f64,
+    pub nodes: u32,
+    pub market: Market,
+    /// USD per node-hour.
+    pub price_per_hour: f64,
+    /// USD per hour for all nodes.
+    pub price_per_hour_total: f64,
+    /// Work per second across all nodes, in `throughput_unit`.
+    pub throughput: f64,
+    /// `samples_per_sec`, `tokens_per_sec`, `reference_gpus` or `effective_tflops`.
+    pub throughput_unit: &'static str,
+    pub throughput_source: ThroughputSource,
+    /// Null when the request gives no amount of work.
+    pub est_hours: Option<f64>,
+    pub est_cost: Option<f64>,
+    pub expected_interruptions: f64,
+    /// Throughput per USD of hourly price.
+    pub value: f64,
+    pub memory_needed_gib: f64,
+    pub memory_headroom_gib: f64,
+    pub reasons: Vec<String>,
+}
+
+/// What the job needs, derived from the request, with the inputs of each formula.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Profile {
+    /// Memory per GPU on a single GPU (no sharding degree), GiB.
+    pub memory_per_gpu_gib_single: f64,
+    /// How the figure was reached.
+    pub memory_formula: String,
+    /// `memory` when the memory need rejected most configurations, else `compute`.
+    pub bound: &'static str,
+    /// Runs on more than one node.
+    pub distributed: bool,
+    pub io_sensitive: bool,
+    /// Total training work in FLOPs, when known.
+    pub total_flops: Option<f64>,
+}
+
+/// The smallest change that would let a job that fits nowhere run.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Suggestion {
+    pub change: String,
+    pub detail: String,
+}
+
+/// The numbers every estimate rests on.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Assumptions {
+    /// Share of datasheet dense TFLOPS reached in training.
+    pub utilisation: f64,
+    /// Scaling efficiency by number of nodes on a fast fabric: efficiency^(log2 nodes).
+    pub fast_fabric_efficiency_per_doubling: f64,
+    pub tcpx_efficiency_per_doubling: f64,
+    pub ethernet_efficiency_per_doubling: f64,
+    /// Within one node across PCIe-only GPUs.
+    pub pcie_multi_gpu_efficiency: f64,
+    /// Interruption rates: where each came from.
+    pub interruption_rates: Vec<String>,
+    pub restart_overhead_min: f64,
+}
+
+/// The answer to "which instance for this job".
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct InstanceDecision {
+    pub candidates: Vec<Candidate>,
+    /// Configurations considered (offering × node count × market).
+    pub considered: u64,
+    /// Configurations that passed every filter, before `top_k`.
+    pub feasible: u64,
+    pub profile: Profile,
+    pub rejected: Vec<Rejections>,
+    pub suggestions: Vec<Suggestion>,
+    pub assumptions: Assumptions,
+}

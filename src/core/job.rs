@@ -1,0 +1,334 @@
+//! A training job as the decision core sees it, and the estimates derived from it: memory per
+//! GPU for a given sharding degree, and the amount of work.
+//!
+//! Memory model (bytes per parameter, before sharding): weights and gradients at the training
+//! precision, plus optimizer states. Mixed precision (bf16/fp16/fp8) keeps an fp32 master copy
+//! with the optimizer: Adam/AdamW 12 bytes (master + two moments), SGD with momentum 8; fp32
+//! training needs no master copy: Adam 8, SGD 4. So mixed-precision Adam is 2 + 2 + 12 = 16
+//! bytes/param and fp32 Adam 4 + 4 + 8 = 16, as the usual ZeRO accounting has it. `none`
+//! (inference-style) keeps the weights only. Activations are an explicit figure per GPU or a
+//! reserve fraction on top of the model states.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    Fp32,
+    Bf16,
+    Fp16,
+    Fp8,
+}
+
+impl Precision {
+    pub fn weight_bytes(self) -> f64 {
+        match self {
+            Self::Fp32 => 4.0,
+            Self::Bf16 | Self::Fp16 => 2.0,
+            Self::Fp8 => 1.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Optimizer {
+    Adam,
+    Adamw,
+    Sgd,
+    None,
+}
+
+/// How model states are split across the data-parallel GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Sharding {
+    None,
+    /// ZeRO stage 1: optimizer states.
+    Zero1,
+    /// ZeRO stage 2: optimizer states and gradients.
+    Zero2,
+    /// ZeRO stage 3: optimizer states, gradients and weights.
+    Zero3,
+    /// PyTorch FSDP (full sharding): as ZeRO-3.
+    Fsdp,
+}
+
+/// Bytes per parameter of each kind of model state.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, ToSchema)]
+pub struct StateBytes {
+    pub weights: f64,
+    pub gradients: f64,
+    pub optimizer: f64,
+}
+
+impl StateBytes {
+    pub fn of(precision: Precision, optimizer: Optimizer) -> Self {
+        let w = precision.weight_bytes();
+        let mixed = precision != Precision::Fp32;
+        let optimizer_bytes = match (optimizer, mixed) {
+            (Optimizer::Adam | Optimizer::Adamw, true) => 12.0,
+            (Optimizer::Adam | Optimizer::Adamw, false) => 8.0,
+            (Optimizer::Sgd, true) => 8.0,
+            (Optimizer::Sgd, false) => 4.0,
+            (Optimizer::None, _) => 0.0,
+        };
+        let gradients = if optimizer == Optimizer::None { 0.0 } else { w };
+        Self {
+            weights: w,
+            gradients,
+            optimizer: optimizer_bytes,
+        }
+    }
+
+    /// A caller-given total, attributed to weights so that only full sharding splits it.
+    pub fn explicit(total: f64) -> Self {
+        Self {
+            weights: total,
+            gradients: 0.0,
+            optimizer: 0.0,
+        }
+    }
+
+    pub fn total(&self) -> f64 {
+        self.weights + self.gradients + self.optimizer
+    }
+
+    /// Bytes per parameter held by each GPU when `degree` GPUs share the states.
+    pub fn per_gpu(&self, sharding: Sharding, degree: u32) -> f64 {
+        let d = f64::from(degree.max(1));
+        match sharding {
+            Sharding::None => self.total(),
+            Sharding::Zero1 => self.weights + self.gradients + self.optimizer / d,
+            Sharding::Zero2 => self.weights + (self.gradients + self.optimizer) / d,
+            Sharding::Zero3 | Sharding::Fsdp => self.total() / d,
+        }
+    }
+}
+
+/// What the job needs in memory per GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MemoryNeed {
+    /// The caller states it.
+    Fixed { gib_per_gpu: f64 },
+    /// Derived from the model.
+    Model {
+        params: f64,
+        bytes: StateBytes,
+        sharding: Sharding,
+        /// Activation memory per GPU, GiB, when given.
+        activation_gib: Option<f64>,
+        /// Otherwise this fraction is added on top of the model states.
+        activation_reserve: f64,
+    },
+}
+
+impl MemoryNeed {
+    /// GiB per GPU when the job runs data-parallel over `degree` GPUs.
+    pub fn gib_per_gpu(&self, degree: u32) -> f64 {
+        match self {
+            Self::Fixed { gib_per_gpu } => *gib_per_gpu,
+            Self::Model {
+                params,
+                bytes,
+                sharding,
+                activation_gib,
+                activation_reserve,
+            } => {
+                let states = params * bytes.per_gpu(*sharding, degree) / GIB;
+                match activation_gib {
+                    Some(a) => states + a,
+                    None => states * (1.0 + activation_reserve),
+                }
+            }
+        }
+    }
+
+    /// The smallest number of GPUs that fully sharded states need to fit in `gib` per GPU,
+    /// or `None` when even sharding over many GPUs cannot (the activations alone are too big).
+    pub fn min_fully_sharded_gpus(&self, gib: f64) -> Option<u32> {
+        let Self::Model {
+            params,
+            bytes,
+            activation_gib,
+            activation_reserve,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let states_gib = params * bytes.total() / GIB;
+        let (activation, factor) = match activation_gib {
+            Some(a) => (*a, 1.0),
+            None => (0.0, 1.0 + activation_reserve),
+        };
+        let room = gib - activation;
+        if room <= 0.0 {
+            return None;
+        }
+        let degree = (states_gib * factor / room).ceil();
+        (degree <= 4096.0).then_some(degree.max(1.0) as u32)
+    }
+}
+
+/// The amount of work, in the unit throughput is reported in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Work {
+    /// `total` samples of `flops_per_sample` each.
+    Samples { total: f64, flops_per_sample: f64 },
+    /// Transformer training tokens: 6 × params × tokens FLOPs.
+    Tokens { tokens: f64, params: f64 },
+    /// So many hours on one reference GPU at the assumed utilisation.
+    ReferenceHours { hours: f64, gpu: String },
+    /// Not given: candidates are ranked by price and throughput only.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DataLayout {
+    ManySmallFiles,
+    LargeSequential,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// Least total cost within the deadline.
+    #[default]
+    Cheapest,
+    /// Soonest done within the budget.
+    Fastest,
+    /// Most throughput per unit of hourly price.
+    BestValue,
+}
+
+/// A validated job profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub memory: MemoryNeed,
+    pub precision: Precision,
+    pub work: Work,
+    pub workload: Option<String>,
+    pub nodes_min: u32,
+    pub nodes_max: u32,
+    pub gpus_per_node_min: f64,
+    pub data_layout: DataLayout,
+    pub spot_allowed: bool,
+    pub checkpoint_interval_min: Option<f64>,
+    pub restart_overhead_min: f64,
+    pub providers: Vec<String>,
+    pub regions: Vec<String>,
+    pub zones: Vec<String>,
+    pub gpus: Vec<String>,
+    pub exclude_gpus: Vec<String>,
+    pub max_price_per_hour: Option<f64>,
+    pub deadline_hours: Option<f64>,
+    pub budget: Option<f64>,
+    /// Multi-node jobs need EFA/InfiniBand/RoCE of at least 100 Gbit/s unless waived.
+    pub require_fast_interconnect: bool,
+    pub objective: Objective,
+    pub top_k: usize,
+    /// Share of datasheet dense TFLOPS a real training step reaches.
+    pub utilisation: f64,
+}
+
+/// Utilisation of datasheet TFLOPS assumed when the request does not say.
+pub const DEFAULT_UTILISATION: f64 = 0.4;
+/// Activation reserve on top of model states when the request gives neither figure.
+pub const DEFAULT_ACTIVATION_RESERVE: f64 = 0.2;
+/// Minutes to resume from a checkpoint after an interruption, when not given.
+pub const DEFAULT_RESTART_OVERHEAD_MIN: f64 = 5.0;
+
+impl Default for Job {
+    /// The request defaults: no memory need, bf16, no stated work, one node, any GPU count,
+    /// sequential data, spot allowed (it still needs checkpointing), cheapest first, top 5.
+    fn default() -> Self {
+        Self {
+            memory: MemoryNeed::Fixed { gib_per_gpu: 0.0 },
+            precision: Precision::Bf16,
+            work: Work::Unknown,
+            workload: None,
+            nodes_min: 1,
+            nodes_max: 1,
+            gpus_per_node_min: 0.0,
+            data_layout: DataLayout::LargeSequential,
+            spot_allowed: true,
+            checkpoint_interval_min: None,
+            restart_overhead_min: DEFAULT_RESTART_OVERHEAD_MIN,
+            providers: Vec::new(),
+            regions: Vec::new(),
+            zones: Vec::new(),
+            gpus: Vec::new(),
+            exclude_gpus: Vec::new(),
+            max_price_per_hour: None,
+            deadline_hours: None,
+            budget: None,
+            require_fast_interconnect: true,
+            objective: Objective::Cheapest,
+            top_k: 5,
+            utilisation: DEFAULT_UTILISATION,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mixed_precision_adam_is_sixteen_bytes_per_parameter() {
+        assert_eq!(
+            StateBytes::of(Precision::Bf16, Optimizer::Adamw).total(),
+            16.0
+        );
+        assert_eq!(
+            StateBytes::of(Precision::Fp32, Optimizer::Adam).total(),
+            16.0
+        );
+        assert_eq!(
+            StateBytes::of(Precision::Bf16, Optimizer::Sgd).total(),
+            12.0
+        );
+        assert_eq!(
+            StateBytes::of(Precision::Bf16, Optimizer::None).total(),
+            2.0
+        );
+    }
+
+    #[test]
+    fn sharding_divides_the_right_states() {
+        let b = StateBytes::of(Precision::Bf16, Optimizer::Adam);
+        assert_eq!(b.per_gpu(Sharding::None, 8), 16.0);
+        assert_eq!(b.per_gpu(Sharding::Zero1, 8), 2.0 + 2.0 + 12.0 / 8.0);
+        assert_eq!(b.per_gpu(Sharding::Zero2, 8), 2.0 + 14.0 / 8.0);
+        assert_eq!(b.per_gpu(Sharding::Fsdp, 8), 2.0);
+    }
+
+    #[test]
+    fn a_7b_adamw_job_needs_125_gib_unsharded_and_15_6_with_fsdp_over_8() {
+        let need = MemoryNeed::Model {
+            params: 7e9,
+            bytes: StateBytes::of(Precision::Bf16, Optimizer::Adamw),
+            sharding: Sharding::Fsdp,
+            activation_gib: None,
+            activation_reserve: 0.2,
+        };
+        // 7e9 × 16 B = 104.31 GiB of states; + 20 % = 125.18 GiB on one GPU.
+        assert!(
+            (need.gib_per_gpu(1) - 125.17).abs() < 0.01,
+            "{}",
+            need.gib_per_gpu(1)
+        );
+        assert!(
+            (need.gib_per_gpu(8) - 15.65).abs() < 0.01,
+            "{}",
+            need.gib_per_gpu(8)
+        );
+        // On 80 GiB GPUs: ceil(125.17 / 80) = 2.
+        assert_eq!(need.min_fully_sharded_gpus(80.0), Some(2));
+    }
+}

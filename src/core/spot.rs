@@ -1,0 +1,119 @@
+//! Spot interruption risk: expected interruptions per instance-hour by offering, and what they
+//! cost a job that checkpoints.
+//!
+//! AWS publishes a bucket per region and instance type (the Spot Instance Advisor: share of
+//! instances interrupted over the trailing month: <5 %, 5-10 %, 10-15 %, 15-20 %, >20 %). We
+//! take each bucket's midpoint (25 % for the open top bucket) and spread it over the 730 hours
+//! of a month. Other providers publish no such figure; their defaults are assumptions, stated
+//! in every answer.
+
+use std::collections::HashMap;
+
+/// Hours in an average month.
+pub const HOURS_PER_MONTH: f64 = 730.0;
+
+/// Midpoints of the Spot Advisor buckets, as monthly interruption fractions.
+pub const ADVISOR_BUCKET_MIDPOINTS: [f64; 5] = [0.025, 0.075, 0.125, 0.175, 0.25];
+
+/// Interruptions per instance-hour assumed where no measurement exists, by provider.
+pub fn provider_default_rate(provider: &str) -> f64 {
+    let monthly = match provider {
+        // AWS types the advisor does not list yet: its middle bucket.
+        "aws" => 0.125,
+        // Preemptible capacity without published rates.
+        "gcp" | "azure" | "nebius" => 0.15,
+        // A marketplace's interruptible bids are outbid more often.
+        "vast" => 0.30,
+        _ => 0.20,
+    };
+    monthly / HOURS_PER_MONTH
+}
+
+/// Where a rate came from, for the answer's assumptions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateSource {
+    Advisor,
+    ProviderDefault,
+}
+
+/// Interruption rates known per AWS region and instance type.
+#[derive(Debug, Clone, Default)]
+pub struct SpotRisk {
+    /// region -> instance type -> interruptions per instance-hour. Nested so that lookups by
+    /// `&str` need no allocation on the selection hot path.
+    aws: HashMap<String, HashMap<String, f64>>,
+}
+
+impl SpotRisk {
+    /// From Spot Advisor rows: (region, instance type, bucket 0..=4) for AWS.
+    pub fn from_aws_advisor(rows: impl IntoIterator<Item = (String, String, usize)>) -> Self {
+        let mut aws: HashMap<String, HashMap<String, f64>> = HashMap::new();
+        for (region, it, bucket) in rows {
+            if let Some(monthly) = ADVISOR_BUCKET_MIDPOINTS.get(bucket) {
+                aws.entry(region)
+                    .or_default()
+                    .insert(it, monthly / HOURS_PER_MONTH);
+            }
+        }
+        Self { aws }
+    }
+
+    /// Interruptions per instance-hour for one offering, and where the figure came from.
+    pub fn rate(&self, provider: &str, region: &str, instance_type: &str) -> (f64, RateSource) {
+        let known = (provider == "aws")
+            .then(|| self.aws.get(region)?.get(instance_type))
+            .flatten();
+        match known {
+            Some(r) => (*r, RateSource::Advisor),
+            None => (provider_default_rate(provider), RateSource::ProviderDefault),
+        }
+    }
+}
+
+/// How spot interruptions stretch a job of `hours` on `nodes` nodes that checkpoints every
+/// `checkpoint_min` and needs `restart_min` to resume: each interruption loses half a
+/// checkpoint interval of work on average plus the restart. Any node's interruption stops the
+/// whole gang, so the job's rate is the per-node rate times the node count.
+///
+/// Returns (stretched hours, expected interruptions).
+pub fn stretch(
+    hours: f64,
+    rate_per_node_hour: f64,
+    nodes: u32,
+    checkpoint_min: f64,
+    restart_min: f64,
+) -> (f64, f64) {
+    let job_rate = rate_per_node_hour * f64::from(nodes);
+    let loss_hours = (checkpoint_min / 2.0 + restart_min) / 60.0;
+    // Interruptions during the lost time interrupt again: a geometric series, bounded when the
+    // loss per hour stays below one hour.
+    let lost_share = (job_rate * loss_hours).min(0.95);
+    let stretched = hours / (1.0 - lost_share);
+    (stretched, job_rate * stretched)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advisor_buckets_become_hourly_rates() {
+        let risk = SpotRisk::from_aws_advisor([("us-east-1".into(), "p4d.24xlarge".into(), 4)]);
+        let (rate, source) = risk.rate("aws", "us-east-1", "p4d.24xlarge");
+        assert_eq!(source, RateSource::Advisor);
+        assert!((rate - 0.25 / 730.0).abs() < 1e-12);
+        assert_eq!(
+            risk.rate("aws", "eu-west-1", "p4d.24xlarge").1,
+            RateSource::ProviderDefault
+        );
+    }
+
+    #[test]
+    fn interruptions_stretch_a_checkpointing_job() {
+        // 1 interruption per 100 node-hours, 2 nodes, 10 min checkpoints, 5 min restart:
+        // job rate 0.02/h, loss 10 min = 1/6 h per interruption, lost share 1/300.
+        let (hours, interruptions) = stretch(100.0, 0.01, 2, 10.0, 5.0);
+        assert!((hours - 100.0 / (1.0 - 0.02 / 6.0)).abs() < 1e-9);
+        assert!((interruptions - 0.02 * hours).abs() < 1e-9);
+    }
+}
