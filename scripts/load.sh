@@ -36,10 +36,22 @@ endpoints=(
     "/v1/offerings/aws/p4d.24xlarge"
 )
 
+# POST /decide with a 7B FSDP job on 8-GPU nodes, spot allowed with 10-minute checkpoints.
+cat >"$work/decide.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"job": {"params_billion": 7, "sharding": "fsdp", "tokens": 2e10, "gpus_per_node_min": 8, "checkpoint_interval_min": 10}}'
+LUA
+endpoints+=("POST /decide")
+
 printf '%-50s %12s %10s %10s %8s\n' endpoint 'req/s' 'p50' 'p99' 'ratio'
 baseline=""
 for path in "${endpoints[@]}"; do
-    out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency "http://127.0.0.1:$port$path")
+    if [[ "$path" == "POST /decide" ]]; then
+        out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency -s "$work/decide.lua" "http://127.0.0.1:$port/decide")
+    else
+        out=$(wrk -t2 -c"$connections" -d"${duration}s" --latency "http://127.0.0.1:$port$path")
+    fi
     rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
     p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
     p99=$(awk '$1 == "99%" {print $2}' <<<"$out")

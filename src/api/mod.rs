@@ -4,6 +4,7 @@
 
 pub mod catalog;
 mod cursor;
+pub mod decide;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -40,6 +41,7 @@ use error::{ApiError, PROBLEM_JSON};
     tags(
         (name = "catalog", description = "Offerings, GPUs, providers, catalog imports"),
         (name = "prices", description = "Price observations and history"),
+        (name = "decide", description = "Which instance for this job"),
         (name = "health", description = "Probes"),
     )
 )]
@@ -58,6 +60,7 @@ fn routes(json_limit: usize, catalog_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(prices::price_history))
         .routes(routes!(catalog::list_gpus))
         .routes(routes!(catalog::list_providers))
+        .routes(routes!(decide::decide))
         .layer(RequestBodyLimitLayer::new(json_limit));
     let uploads = OpenApiRouter::new()
         .routes(routes!(catalog::import_catalog))

@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod http_decide;
 mod http_import;
 mod http_offerings;
 mod http_prices;

@@ -1,0 +1,339 @@
+//! `POST /decide`: which instance for this job. Parses the job profile into the core's `Job`
+//! (naming each bad field), runs the selection on the in-memory catalog, and returns the
+//! ranked candidates with reasons.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiError, FieldError, Problem};
+use super::extract::ApiJson;
+use super::offerings::snapshot;
+use crate::app::AppState;
+use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
+use crate::core::catalog::CatalogSnapshot;
+use crate::core::decision::InstanceDecision;
+use crate::core::job::{
+    DEFAULT_ACTIVATION_RESERVE, DEFAULT_RESTART_OVERHEAD_MIN, DEFAULT_UTILISATION, DataLayout, Job,
+    MemoryNeed, Objective, Optimizer, Precision, Sharding, StateBytes, Work,
+};
+use crate::core::select::select;
+
+/// `nodes`: an exact count or a range.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum NodesIn {
+    Exactly(u32),
+    Range { min: u32, max: u32 },
+}
+
+/// A training job. Every field is optional; defaults are documented per field.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobIn {
+    /// Model size in billions of parameters; needed unless `gpu_memory_gib_min` is given.
+    pub params_billion: Option<f64>,
+    /// Default `bf16`.
+    pub precision: Option<Precision>,
+    /// Default `adamw`.
+    pub optimizer: Option<Optimizer>,
+    /// Overrides the bytes per parameter derived from precision and optimizer.
+    pub bytes_per_param: Option<f64>,
+    /// Default `none`.
+    pub sharding: Option<Sharding>,
+    /// Activation memory per GPU, GiB; otherwise `activation_reserve` applies.
+    pub activation_memory_gib: Option<f64>,
+    /// Fraction added on top of model states for activations (default 0.2).
+    pub activation_reserve: Option<f64>,
+    /// Memory per GPU the job needs, GiB, instead of deriving it from the model.
+    pub gpu_memory_gib_min: Option<f64>,
+    /// Work as samples: with `flops_per_sample`.
+    pub total_samples: Option<f64>,
+    pub flops_per_sample: Option<f64>,
+    /// Work as training tokens: 6 × params × tokens FLOPs.
+    pub tokens: Option<f64>,
+    /// Work as hours on one `reference_gpu`.
+    pub reference_hours: Option<f64>,
+    pub reference_gpu: Option<String>,
+    /// Workload name that measured benchmarks are filed under.
+    pub workload: Option<String>,
+    /// A node count or `{min, max}`; default 1.
+    #[schema(value_type = Option<Object>)]
+    pub nodes: Option<NodesIn>,
+    pub gpus_per_node_min: Option<u32>,
+    pub dataset_gib: Option<f64>,
+    /// Default `large_sequential`; `many_small_files` needs local NVMe.
+    pub data_layout: Option<DataLayout>,
+    /// Default true; spot is still only offered to jobs that checkpoint.
+    pub spot_allowed: Option<bool>,
+    pub checkpoint_interval_min: Option<f64>,
+    /// Default 5.
+    pub restart_overhead_min: Option<f64>,
+    pub providers: Option<Vec<String>>,
+    pub regions: Option<Vec<String>>,
+    pub zones: Option<Vec<String>>,
+    /// GPU models allowed (case-insensitive).
+    pub gpus: Option<Vec<String>>,
+    pub exclude_gpus: Option<Vec<String>>,
+    /// Cap on the total hourly price of all nodes, USD.
+    pub max_price_per_hour: Option<f64>,
+    pub deadline_hours: Option<f64>,
+    /// Cap on the estimated total cost, USD.
+    pub budget: Option<f64>,
+    /// Default `cheapest`.
+    pub objective: Option<Objective>,
+    /// Default 5, at most 100.
+    pub top_k: Option<usize>,
+    /// Share of datasheet TFLOPS reached (default 0.4).
+    pub utilisation: Option<f64>,
+    /// Let multi-node jobs run without a fast fabric (default false).
+    pub allow_slow_interconnect: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideRequest {
+    pub job: JobIn,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InstanceAnswer {
+    #[serde(flatten)]
+    pub decision: InstanceDecision,
+    /// The catalog version the answer was computed on.
+    pub catalog_version: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecideResponse {
+    pub instance: InstanceAnswer,
+}
+
+/// Collects field problems so one response names them all.
+struct Checks(Vec<FieldError>);
+
+impl Checks {
+    fn fail(&mut self, field: &str, problem: impl Into<String>) {
+        self.0.push(FieldError {
+            field: format!("job.{field}"),
+            problem: problem.into(),
+            line: None,
+        });
+    }
+
+    /// A positive finite number, or `None` (with a problem recorded) otherwise.
+    fn positive(&mut self, field: &str, value: Option<f64>) -> Option<f64> {
+        match value {
+            Some(v) if v.is_finite() && v > 0.0 => Some(v),
+            Some(_) => {
+                self.fail(field, "must be a number greater than zero");
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn non_negative(&mut self, field: &str, value: Option<f64>) -> Option<f64> {
+        match value {
+            Some(v) if v.is_finite() && v >= 0.0 => Some(v),
+            Some(_) => {
+                self.fail(field, "must be a number of at least zero");
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+/// Parses the request into the core's job, naming every bad field.
+pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
+    if let Some(providers) = &j.providers
+        && let Some((i, p)) = providers
+            .iter()
+            .enumerate()
+            .find(|(_, p)| !catalog.has_provider(p))
+    {
+        return Err(ApiError::not_found(
+            format!("job.providers[{i}]"),
+            format!("unknown provider `{p}`"),
+        ));
+    }
+    let mut c = Checks(Vec::new());
+    let params = c
+        .positive("params_billion", j.params_billion)
+        .map(|b| b * 1e9);
+    let precision = j.precision.unwrap_or(Precision::Bf16);
+    let optimizer = j.optimizer.unwrap_or(Optimizer::Adamw);
+    let bytes = match c.positive("bytes_per_param", j.bytes_per_param) {
+        Some(b) => StateBytes::explicit(b),
+        None => StateBytes::of(precision, optimizer),
+    };
+    let activation_gib = c.non_negative("activation_memory_gib", j.activation_memory_gib);
+    let activation_reserve = c
+        .non_negative("activation_reserve", j.activation_reserve)
+        .unwrap_or(DEFAULT_ACTIVATION_RESERVE);
+    let memory = match (
+        c.positive("gpu_memory_gib_min", j.gpu_memory_gib_min),
+        params,
+    ) {
+        (Some(gib), _) => MemoryNeed::Fixed { gib_per_gpu: gib },
+        (None, Some(params)) => MemoryNeed::Model {
+            params,
+            bytes,
+            sharding: j.sharding.unwrap_or(Sharding::None),
+            activation_gib,
+            activation_reserve,
+        },
+        (None, None) => {
+            if j.params_billion.is_none() {
+                c.fail(
+                    "params_billion",
+                    "is required unless gpu_memory_gib_min is given",
+                );
+            }
+            MemoryNeed::Fixed { gib_per_gpu: 0.0 }
+        }
+    };
+    let samples = c.positive("total_samples", j.total_samples);
+    let flops_per_sample = c.positive("flops_per_sample", j.flops_per_sample);
+    let tokens = c.positive("tokens", j.tokens);
+    let reference_hours = c.positive("reference_hours", j.reference_hours);
+    let work = match (samples, flops_per_sample, tokens, reference_hours) {
+        (Some(total), Some(flops_per_sample), None, None) => Work::Samples {
+            total,
+            flops_per_sample,
+        },
+        (None, None, Some(tokens), None) => match params {
+            Some(params) => Work::Tokens { tokens, params },
+            None => {
+                c.fail(
+                    "tokens",
+                    "needs params_billion (work = 6 × params × tokens)",
+                );
+                Work::Unknown
+            }
+        },
+        (None, None, None, Some(hours)) => match j.reference_gpu.as_deref() {
+            Some(gpu) if catalog.gpu(gpu).is_some() => Work::ReferenceHours {
+                hours,
+                gpu: gpu.to_string(),
+            },
+            Some(gpu) => {
+                c.fail(
+                    "reference_gpu",
+                    format!("is not a GPU with datasheet facts: `{gpu}`"),
+                );
+                Work::Unknown
+            }
+            None => {
+                c.fail("reference_gpu", "is required with reference_hours");
+                Work::Unknown
+            }
+        },
+        (None, None, None, None) => Work::Unknown,
+        (Some(_), None, None, None) => {
+            c.fail("flops_per_sample", "is required with total_samples");
+            Work::Unknown
+        }
+        (None, Some(_), None, None) => {
+            c.fail("total_samples", "is required with flops_per_sample");
+            Work::Unknown
+        }
+        _ => {
+            c.fail("tokens", "give one kind of work: total_samples with flops_per_sample, tokens, or reference_hours");
+            Work::Unknown
+        }
+    };
+    let (nodes_min, nodes_max) = match j.nodes {
+        None => (1, 1),
+        Some(NodesIn::Exactly(n)) => (n, n),
+        Some(NodesIn::Range { min, max }) => (min, max),
+    };
+    if nodes_min == 0 {
+        c.fail(
+            if nodes_min == nodes_max {
+                "nodes"
+            } else {
+                "nodes.min"
+            },
+            "must be at least 1",
+        );
+    }
+    if nodes_max < nodes_min {
+        c.fail(
+            "nodes.max",
+            format!("must not be below nodes.min ({nodes_min})"),
+        );
+    }
+    if nodes_max > 1024 {
+        c.fail("nodes.max", "must be at most 1024");
+    }
+    let top_k = j.top_k.unwrap_or(5);
+    if !(1..=100).contains(&top_k) {
+        c.fail("top_k", "must be between 1 and 100");
+    }
+    let utilisation = j.utilisation.unwrap_or(DEFAULT_UTILISATION);
+    if !(utilisation.is_finite() && utilisation > 0.0 && utilisation <= 1.0) {
+        c.fail("utilisation", "must be in (0, 1]");
+    }
+    c.non_negative("dataset_gib", j.dataset_gib);
+    let job = Job {
+        memory,
+        precision,
+        work,
+        workload: j.workload,
+        nodes_min,
+        nodes_max,
+        gpus_per_node_min: f64::from(j.gpus_per_node_min.unwrap_or(0)),
+        data_layout: j.data_layout.unwrap_or(DataLayout::LargeSequential),
+        spot_allowed: j.spot_allowed.unwrap_or(true),
+        checkpoint_interval_min: c.positive("checkpoint_interval_min", j.checkpoint_interval_min),
+        restart_overhead_min: c
+            .non_negative("restart_overhead_min", j.restart_overhead_min)
+            .unwrap_or(DEFAULT_RESTART_OVERHEAD_MIN),
+        providers: j.providers.unwrap_or_default(),
+        regions: j.regions.unwrap_or_default(),
+        zones: j.zones.unwrap_or_default(),
+        gpus: j.gpus.unwrap_or_default(),
+        exclude_gpus: j.exclude_gpus.unwrap_or_default(),
+        max_price_per_hour: c.positive("max_price_per_hour", j.max_price_per_hour),
+        deadline_hours: c.positive("deadline_hours", j.deadline_hours),
+        budget: c.positive("budget", j.budget),
+        require_fast_interconnect: !j.allow_slow_interconnect.unwrap_or(false),
+        objective: j.objective.unwrap_or_default(),
+        top_k,
+        utilisation,
+    };
+    if c.0.is_empty() {
+        Ok(job)
+    } else {
+        Err(ApiError::invalid_fields(c.0))
+    }
+}
+
+/// Which instance for this job: ranked candidates with estimates and reasons, rejections by
+/// reason, and the assumptions behind the numbers. A job that fits nowhere is a 200 with no
+/// candidates and suggestions.
+#[utoipa::path(post, path = "/decide", tag = "decide", request_body = DecideRequest,
+    responses(
+        (status = 200, description = "The decision", body = DecideResponse),
+        (status = 400, description = "Not JSON, or an unknown field", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown provider", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field has a bad value", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn decide(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<DecideRequest>,
+) -> Result<Json<DecideResponse>, ApiError> {
+    let catalog = snapshot(&state)?;
+    let catalog_version = state.catalog.version();
+    let job = parse_job(request.job, &catalog)?;
+    let decision = select(&catalog, &BUNDLED_SPOT_RISK, &job);
+    Ok(Json(DecideResponse {
+        instance: InstanceAnswer {
+            decision,
+            catalog_version,
+        },
+    }))
+}
