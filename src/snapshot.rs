@@ -55,7 +55,12 @@ impl CatalogCache {
         let started = Instant::now();
         let rows = store.load_catalog().await?;
         let count = rows.offerings.len();
-        let snapshot = CatalogSnapshot::new(rows.providers, rows.gpus, rows.offerings);
+        let snapshot = CatalogSnapshot::with_benchmarks(
+            rows.providers,
+            rows.gpus,
+            rows.offerings,
+            rows.benchmarks,
+        );
         self.current.store(Some(Arc::new(snapshot)));
         self.version.store(rows.version, Ordering::Release);
         tracing::info!(

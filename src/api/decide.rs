@@ -48,7 +48,7 @@ pub struct JobIn {
     pub activation_reserve: Option<f64>,
     /// Memory per GPU the job needs, GiB, instead of deriving it from the model.
     pub gpu_memory_gib_min: Option<f64>,
-    /// Work as samples: with `flops_per_sample`.
+    /// Work as samples: with `flops_per_sample`, or with a `workload` that has benchmarks.
     pub total_samples: Option<f64>,
     pub flops_per_sample: Option<f64>,
     /// Work as training tokens: 6 × params × tokens FLOPs.
@@ -202,7 +202,7 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
     let work = match (samples, flops_per_sample, tokens, reference_hours) {
         (Some(total), Some(flops_per_sample), None, None) => Work::Samples {
             total,
-            flops_per_sample,
+            flops_per_sample: Some(flops_per_sample),
         },
         (None, None, Some(tokens), None) => match params {
             Some(params) => Work::Tokens { tokens, params },
@@ -232,8 +232,16 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
             }
         },
         (None, None, None, None) => Work::Unknown,
+        // Measured samples per second answer without FLOPs per sample.
+        (Some(total), None, None, None) if j.workload.is_some() => Work::Samples {
+            total,
+            flops_per_sample: None,
+        },
         (Some(_), None, None, None) => {
-            c.fail("flops_per_sample", "is required with total_samples");
+            c.fail(
+                "flops_per_sample",
+                "is required with total_samples unless a benchmarked workload is named",
+            );
             Work::Unknown
         }
         (None, Some(_), None, None) => {

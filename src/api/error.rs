@@ -248,6 +248,17 @@ impl From<StoreError> for ApiError {
                     key.provider, key.region, key.zone, key.instance_type
                 ),
             ),
+            StoreError::UnknownInstanceType {
+                provider,
+                instance_type,
+            } => Self::invalid(
+                "instance_type",
+                format!("names no instance type of `{provider}`: `{instance_type}`"),
+            ),
+            StoreError::ConflictingBenchmark => Self::conflict(
+                "measured_at",
+                "a different measurement is already recorded for this workload, instance type, size and measured_at",
+            ),
             StoreError::Database(e) if is_transient(&e) => {
                 tracing::warn!(error = %e, "transient database conflict");
                 Self::unavailable(

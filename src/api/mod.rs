@@ -2,6 +2,7 @@
 //! stack (request ids, tracing by matched route, compression, timeouts, body limits, CORS,
 //! problem+json for every error).
 
+pub mod benchmarks;
 pub mod catalog;
 mod cursor;
 pub mod decide;
@@ -42,6 +43,7 @@ use error::{ApiError, PROBLEM_JSON};
         (name = "catalog", description = "Offerings, GPUs, providers, catalog imports"),
         (name = "prices", description = "Price observations and history"),
         (name = "decide", description = "Which instance for this job"),
+        (name = "benchmarks", description = "Measured throughput and what to measure next"),
         (name = "health", description = "Probes"),
     )
 )]
@@ -61,6 +63,11 @@ fn routes(json_limit: usize, catalog_limit: usize) -> OpenApiRouter<AppState> {
         .routes(routes!(catalog::list_gpus))
         .routes(routes!(catalog::list_providers))
         .routes(routes!(decide::decide))
+        .routes(routes!(
+            benchmarks::post_benchmark,
+            benchmarks::list_benchmarks
+        ))
+        .routes(routes!(benchmarks::plan_benchmarks))
         .layer(RequestBodyLimitLayer::new(json_limit));
     let uploads = OpenApiRouter::new()
         .routes(routes!(catalog::import_catalog))

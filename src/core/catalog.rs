@@ -8,6 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::benchmark::{Benchmark, latest};
 use super::money::Micros;
 
 /// A cloud (or marketplace) that sells GPU instances.
@@ -182,10 +183,35 @@ pub struct CatalogSnapshot {
     by_id: HashMap<i64, u32>,
     /// For each offering, its GPU's position in `gpus` (matched case-insensitively).
     gpu_of: Vec<Option<u32>>,
+    /// The newest measurement of each workload × instance type × size.
+    benchmarks: Vec<Benchmark>,
+    /// (lower-case workload, provider, instance type) -> positions in `benchmarks`.
+    benchmarks_by_type: HashMap<(String, String, String), Vec<u32>>,
 }
 
 impl CatalogSnapshot {
     pub fn new(providers: Vec<Provider>, gpus: Vec<GpuFacts>, offerings: Vec<Offering>) -> Self {
+        Self::with_benchmarks(providers, gpus, offerings, Vec::new())
+    }
+
+    pub fn with_benchmarks(
+        providers: Vec<Provider>,
+        gpus: Vec<GpuFacts>,
+        offerings: Vec<Offering>,
+        benchmarks: Vec<Benchmark>,
+    ) -> Self {
+        let benchmarks = latest(benchmarks);
+        let mut benchmarks_by_type: HashMap<(String, String, String), Vec<u32>> = HashMap::new();
+        for (i, b) in benchmarks.iter().enumerate() {
+            benchmarks_by_type
+                .entry((
+                    b.workload.to_lowercase(),
+                    b.provider.clone(),
+                    b.instance_type.clone(),
+                ))
+                .or_default()
+                .push(i as u32);
+        }
         let mut order: Vec<u32> = (0..offerings.len() as u32).collect();
         order.sort_by_key(|&i| list_sort_key(&offerings[i as usize]));
         let mut by_gpu: HashMap<String, Vec<u32>> = HashMap::new();
@@ -221,6 +247,8 @@ impl CatalogSnapshot {
             by_provider,
             by_id,
             gpu_of,
+            benchmarks,
+            benchmarks_by_type,
         }
     }
 
@@ -251,6 +279,50 @@ impl CatalogSnapshot {
             .copied()
             .flatten()
             .map(|g| &self.gpus[g as usize])
+    }
+
+    pub fn benchmarks(&self) -> &[Benchmark] {
+        &self.benchmarks
+    }
+
+    /// Measurements of `workload` (case-insensitive) on one instance type.
+    pub fn benchmarks_for<'a>(
+        &'a self,
+        workload: &str,
+        provider: &str,
+        instance_type: &str,
+    ) -> impl Iterator<Item = &'a Benchmark> + 'a {
+        let key = (
+            workload.to_lowercase(),
+            provider.to_string(),
+            instance_type.to_string(),
+        );
+        self.benchmarks_by_type
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.benchmarks[i as usize])
+    }
+
+    /// Whether any measurement of `workload` exists, to skip lookups for unmeasured jobs.
+    pub fn has_benchmarks_for(&self, workload: &str) -> bool {
+        self.benchmarks
+            .iter()
+            .any(|b| b.workload.eq_ignore_ascii_case(workload))
+    }
+
+    /// Every region and zone of one instance type.
+    pub fn offerings_of<'a>(
+        &'a self,
+        provider: &str,
+        instance_type: &'a str,
+    ) -> impl Iterator<Item = &'a Offering> + 'a {
+        self.by_provider
+            .get(provider)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.offerings[i as usize])
+            .filter(move |o| o.key.instance_type == instance_type)
     }
 
     pub fn offering(&self, id: i64) -> Option<&Offering> {

@@ -177,8 +177,12 @@ impl MemoryNeed {
 /// The amount of work, in the unit throughput is reported in.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Work {
-    /// `total` samples of `flops_per_sample` each.
-    Samples { total: f64, flops_per_sample: f64 },
+    /// `total` samples of `flops_per_sample` each. Without FLOPs per sample only measured
+    /// benchmarks (samples per second) can estimate the time.
+    Samples {
+        total: f64,
+        flops_per_sample: Option<f64>,
+    },
     /// Transformer training tokens: 6 × params × tokens FLOPs.
     Tokens { tokens: f64, params: f64 },
     /// So many hours on one reference GPU at the assumed utilisation.

@@ -3,6 +3,7 @@
 //! Nothing under `core` performs I/O, reads a clock, awaits, or touches a database; callers
 //! hand in snapshots and `now`. That keeps every decision testable and replayable.
 
+pub mod benchmark;
 pub mod catalog;
 pub mod decision;
 pub mod job;

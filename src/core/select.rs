@@ -5,6 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+use super::benchmark::measured_samples_per_sec;
 use super::catalog::{CatalogSnapshot, GpuFacts, Interconnect, Market, Offering};
 use super::decision::{
     Assumptions, Candidate, InstanceDecision, Profile, RejectReason, Rejections, Suggestion,
@@ -108,6 +109,15 @@ fn fabric_ok(o: &Offering) -> bool {
 }
 
 /// Scaling efficiency of `nodes` nodes of `gpus` GPUs each.
+/// Efficiency per doubling of nodes on this offering's fabric.
+fn fabric_per_doubling(o: &Offering) -> f64 {
+    match o.spec.interconnect {
+        Interconnect::Efa | Interconnect::Infiniband | Interconnect::Roce => FAST_FABRIC_EFFICIENCY,
+        Interconnect::GpudirectTcpx => TCPX_EFFICIENCY,
+        Interconnect::None => ETHERNET_EFFICIENCY,
+    }
+}
+
 fn scaling_efficiency(o: &Offering, facts: &GpuFacts, nodes: u32) -> f64 {
     let intra = if o.spec.gpu_count > 1.0 && facts.gpu_link_gbps <= 0.0 {
         PCIE_MULTI_GPU_EFFICIENCY
@@ -117,12 +127,7 @@ fn scaling_efficiency(o: &Offering, facts: &GpuFacts, nodes: u32) -> f64 {
     if nodes <= 1 {
         return intra;
     }
-    let per_doubling = match o.spec.interconnect {
-        Interconnect::Efa | Interconnect::Infiniband | Interconnect::Roce => FAST_FABRIC_EFFICIENCY,
-        Interconnect::GpudirectTcpx => TCPX_EFFICIENCY,
-        Interconnect::None => ETHERNET_EFFICIENCY,
-    };
-    intra * per_doubling.powf(f64::from(nodes).log2())
+    intra * fabric_per_doubling(o).powf(f64::from(nodes).log2())
 }
 
 /// Per-GPU dense throughput at the job's precision, TFLOPS.
@@ -147,7 +152,7 @@ fn work_rate(
             total,
             flops_per_sample,
         } => {
-            let rate = flops_per_sec / flops_per_sample;
+            let rate = flops_per_sec / (*flops_per_sample)?;
             (rate, "samples_per_sec", Some(total / rate / 3600.0))
         }
         Work::Tokens { tokens, params } => {
@@ -170,7 +175,7 @@ fn total_flops(job: &Job, catalog: &CatalogSnapshot) -> Option<f64> {
         Work::Samples {
             total,
             flops_per_sample,
-        } => Some(total * flops_per_sample),
+        } => Some(total * (*flops_per_sample)?),
         Work::Tokens { tokens, params } => Some(6.0 * params * tokens),
         Work::ReferenceHours { hours, gpu } => {
             let facts = catalog.gpu(gpu)?;
@@ -192,6 +197,7 @@ struct Scored {
     need: f64,
     per_gpu_tflops: f64,
     efficiency: f64,
+    source: ThroughputSource,
     rate: f64,
     unit: &'static str,
     hours: Option<f64>,
@@ -235,6 +241,13 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
     let mut rate_sources = (false, false);
     let nodes = node_counts(job.nodes_min, job.nodes_max);
     let markets = [Market::OnDemand, Market::Spot];
+    // Measured throughput is in samples per second: it answers jobs whose work is in samples
+    // (or not given). Token and reference-hour jobs are estimated from datasheets.
+    let measured_workload = job
+        .workload
+        .as_deref()
+        .filter(|_| matches!(job.work, Work::Samples { .. } | Work::Unknown))
+        .filter(|w| catalog.has_benchmarks_for(w));
 
     for (position, o) in catalog.offerings().iter().enumerate() {
         considered += (nodes.len() * markets.len()) as u64;
@@ -269,14 +282,23 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
             reject_all(RejectReason::NoLocalNvme, &mut rejected);
             continue;
         }
-        let Some(facts) = catalog.gpu_facts_of(position) else {
-            reject_all(RejectReason::NoThroughputData, &mut rejected);
+        let facts = catalog.gpu_facts_of(position);
+        let datasheet = facts.and_then(|f| gpu_tflops(f, job.precision).map(|t| (f, t)));
+        let measured_workload = measured_workload.filter(|w| {
+            catalog
+                .benchmarks_for(w, &o.key.provider, &o.key.instance_type)
+                .next()
+                .is_some()
+        });
+        if datasheet.is_none() && measured_workload.is_none() {
+            let reason = if facts.is_some() {
+                RejectReason::PrecisionUnsupported
+            } else {
+                RejectReason::NoThroughputData
+            };
+            reject_all(reason, &mut rejected);
             continue;
-        };
-        let Some(per_gpu_tflops) = gpu_tflops(facts, job.precision) else {
-            reject_all(RejectReason::PrecisionUnsupported, &mut rejected);
-            continue;
-        };
+        }
         let gpus_per_node = o.spec.gpu_count;
         for &n in &nodes {
             let degree = (gpus_per_node as u32).saturating_mul(n);
@@ -301,10 +323,43 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                 }
                 continue;
             }
-            let efficiency = scaling_efficiency(o, facts, n);
-            let effective_tflops =
-                per_gpu_tflops * job.utilisation * gpus_per_node * f64::from(n) * efficiency;
-            let Some((rate, unit, hours)) = work_rate(job, effective_tflops, catalog) else {
+            let measured = measured_workload
+                .and_then(|w| measured_samples_per_sec(catalog, w, o, n, fabric_per_doubling(o)));
+            let (rate, unit, hours, source, per_gpu_tflops, efficiency) = if let Some(sps) =
+                measured
+            {
+                let hours = match &job.work {
+                    Work::Samples { total, .. } => Some(total / sps / 3600.0),
+                    _ => None,
+                };
+                (
+                    sps,
+                    "samples_per_sec",
+                    hours,
+                    ThroughputSource::Benchmark,
+                    0.0,
+                    1.0,
+                )
+            } else if let Some((facts, per_gpu_tflops)) = datasheet {
+                let efficiency = scaling_efficiency(o, facts, n);
+                let effective_tflops =
+                    per_gpu_tflops * job.utilisation * gpus_per_node * f64::from(n) * efficiency;
+                let Some((rate, unit, hours)) = work_rate(job, effective_tflops, catalog) else {
+                    for m in markets {
+                        rejected.add(RejectReason::NoThroughputData, || label(o, n, m));
+                    }
+                    continue;
+                };
+                (
+                    rate,
+                    unit,
+                    hours,
+                    ThroughputSource::Datasheet,
+                    per_gpu_tflops,
+                    efficiency,
+                )
+            } else {
+                // Measured at other GPU counts only: nothing to scale from.
                 for m in markets {
                     rejected.add(RejectReason::NoThroughputData, || label(o, n, m));
                 }
@@ -376,6 +431,7 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                     need,
                     per_gpu_tflops,
                     efficiency,
+                    source,
                     rate,
                     unit,
                     hours,
@@ -473,10 +529,18 @@ fn candidate(
             "fits: needs {:.1} GiB of {:.1} GiB per GPU ({} GPUs share the model states)",
             s.need, o.spec.gpu_memory_gib, s.degree
         ),
-        format!(
-            "throughput from datasheet: {} TFLOPS × {} utilisation × {} GPUs × {} nodes × {:.3} scaling",
-            s.per_gpu_tflops, job.utilisation, o.spec.gpu_count, s.nodes, s.efficiency
-        ),
+        match s.source {
+            ThroughputSource::Benchmark => format!(
+                "throughput measured: {:.1} samples/s for workload `{}` at {} nodes (scaled from the nearest measured node count when not measured at this one)",
+                s.rate,
+                job.workload.as_deref().unwrap_or_default(),
+                s.nodes
+            ),
+            ThroughputSource::Datasheet => format!(
+                "throughput from datasheet: {} TFLOPS × {} utilisation × {} GPUs × {} nodes × {:.3} scaling",
+                s.per_gpu_tflops, job.utilisation, o.spec.gpu_count, s.nodes, s.efficiency
+            ),
+        },
     ];
     if let Some((per_hour, source)) = s.spot_rate {
         let origin = match source {
@@ -503,7 +567,7 @@ fn candidate(
         price_per_hour_total: s.total_price,
         throughput: s.rate,
         throughput_unit: s.unit,
-        throughput_source: ThroughputSource::Datasheet,
+        throughput_source: s.source,
         est_hours: s.hours,
         est_cost: s.cost,
         expected_interruptions: s.interruptions,

@@ -7,6 +7,7 @@ mod sql;
 mod sqlite;
 
 use crate::catalog::ImportedOffering;
+use crate::core::benchmark::Benchmark;
 use crate::core::catalog::{GpuFacts, Market, Offering, OfferingKey, Provider};
 use crate::core::money::Micros;
 
@@ -35,6 +36,13 @@ pub enum StoreError {
         "the {market} price of {key:?} differs from the one already recorded at the same observation time"
     )]
     ConflictingImport { key: OfferingKey, market: Market },
+    #[error("no offering of instance type `{instance_type}` from `{provider}`")]
+    UnknownInstanceType {
+        provider: String,
+        instance_type: String,
+    },
+    #[error("a different measurement is already recorded for that workload, size and measured_at")]
+    ConflictingBenchmark,
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -101,6 +109,7 @@ pub struct CatalogRows {
     pub providers: Vec<Provider>,
     pub gpus: Vec<GpuFacts>,
     pub offerings: Vec<Offering>,
+    pub benchmarks: Vec<Benchmark>,
 }
 
 /// A provider's catalog file to load, with when its prices were observed and where from.
@@ -202,6 +211,11 @@ impl Store {
 
     pub async fn load_catalog(&self) -> StoreResult<CatalogRows> {
         dispatch!(self, s => s.load_catalog().await)
+    }
+
+    /// Records one benchmark; `false` when the same measurement was already recorded.
+    pub async fn record_benchmark(&self, b: &Benchmark, now_ms: i64) -> StoreResult<bool> {
+        dispatch!(self, s => s.record_benchmark(b, now_ms).await)
     }
 
     pub async fn price_history(&self, filter: &HistoryFilter) -> StoreResult<Vec<PricePoint>> {

@@ -587,8 +587,88 @@ macro_rules! shared_sql {
                 for row in &rows {
                     offerings.push(offering_from_row!(row));
                 }
+                let benchmarks = sqlx::query("SELECT * FROM benchmarks ORDER BY id")
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .iter()
+                    .map(|r| {
+                        Ok::<_, sqlx::Error>($crate::core::benchmark::Benchmark {
+                            id: r.try_get("id")?,
+                            workload: r.try_get("workload")?,
+                            provider: r.try_get("provider")?,
+                            instance_type: r.try_get("instance_type")?,
+                            gpus: u32::try_from(r.try_get::<i64, _>("gpus")?).unwrap_or(u32::MAX),
+                            nodes: u32::try_from(r.try_get::<i64, _>("nodes")?).unwrap_or(u32::MAX),
+                            steps: r.try_get("steps")?,
+                            samples_per_sec: r.try_get("samples_per_sec")?,
+                            step_time_sec: r.try_get("step_time_sec")?,
+                            measured_at_ms: r.try_get("measured_at_ms")?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
                 tx.commit().await?;
-                Ok($crate::store::CatalogRows { version, providers, gpus, offerings })
+                Ok($crate::store::CatalogRows { version, providers, gpus, offerings, benchmarks })
+            }
+
+            pub async fn record_benchmark(
+                &self,
+                b: &$crate::core::benchmark::Benchmark,
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<bool> {
+                use sqlx::Row as _;
+                let mut tx = self.begin_write().await?;
+                Self::lock_catalog(&mut tx).await?;
+                let known = sqlx::query("SELECT 1 FROM offerings WHERE provider = $1 AND instance_type = $2 LIMIT 1")
+                    .bind(&b.provider)
+                    .bind(&b.instance_type)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if known.is_none() {
+                    return Err($crate::store::StoreError::UnknownInstanceType {
+                        provider: b.provider.clone(),
+                        instance_type: b.instance_type.clone(),
+                    });
+                }
+                let inserted = sqlx::query(
+                    "INSERT INTO benchmarks (workload, provider, instance_type, gpus, nodes, steps,
+                         samples_per_sec, step_time_sec, measured_at_ms, recorded_at_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                     ON CONFLICT (workload, provider, instance_type, gpus, nodes, measured_at_ms) DO NOTHING",
+                )
+                .bind(&b.workload)
+                .bind(&b.provider)
+                .bind(&b.instance_type)
+                .bind(i64::from(b.gpus))
+                .bind(i64::from(b.nodes))
+                .bind(b.steps)
+                .bind(b.samples_per_sec)
+                .bind(b.step_time_sec)
+                .bind(b.measured_at_ms)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if inserted == 0 {
+                    let row = sqlx::query(
+                        "SELECT samples_per_sec, step_time_sec FROM benchmarks
+                         WHERE workload = $1 AND provider = $2 AND instance_type = $3 AND gpus = $4
+                           AND nodes = $5 AND measured_at_ms = $6",
+                    )
+                    .bind(&b.workload)
+                    .bind(&b.provider)
+                    .bind(&b.instance_type)
+                    .bind(i64::from(b.gpus))
+                    .bind(i64::from(b.nodes))
+                    .bind(b.measured_at_ms)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let same = row.try_get::<Option<f64>, _>("samples_per_sec")? == b.samples_per_sec
+                        && row.try_get::<Option<f64>, _>("step_time_sec")? == b.step_time_sec;
+                    return if same { Ok(false) } else { Err($crate::store::StoreError::ConflictingBenchmark) };
+                }
+                Self::mark_catalog_changed(&mut tx).await?;
+                tx.commit().await?;
+                Ok(true)
             }
 
             pub async fn price_history(

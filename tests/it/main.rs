@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod http_benchmarks;
 mod http_decide;
 mod http_import;
 mod http_offerings;

@@ -1,0 +1,218 @@
+//! Measured benchmarks: `POST /v1/benchmarks` records one, `GET /v1/benchmarks` summarises a
+//! workload per instance type and size, `POST /v1/benchmarks/plan` says which three sizes to
+//! measure for a job.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::decide::{JobIn, parse_job};
+use super::error::{ApiError, FieldError, Problem};
+use super::extract::{ApiJson, ApiQuery, parse_param};
+use super::offerings::{known_provider, snapshot};
+use crate::app::AppState;
+use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
+use crate::core::benchmark::{
+    Benchmark, BenchmarkPlan, DEFAULT_COMMUNICATION_BOUND_BELOW, InstanceSummary, plan, summarise,
+};
+use crate::core::select::select;
+use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
+
+/// One measurement: give `samples_per_sec` or `step_time_sec`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BenchmarkIn {
+    pub workload: String,
+    pub provider: String,
+    pub instance_type: String,
+    /// GPUs per node used.
+    pub gpus: u32,
+    pub nodes: u32,
+    pub steps: Option<i64>,
+    pub samples_per_sec: Option<f64>,
+    pub step_time_sec: Option<f64>,
+    /// RFC 3339.
+    pub measured_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BenchmarkRecorded {
+    /// False when the same measurement was already recorded (re-sending is a no-op).
+    pub inserted: bool,
+}
+
+fn validate(b: BenchmarkIn) -> Result<Benchmark, ApiError> {
+    let mut errors = Vec::new();
+    let mut fail = |field: &str, problem: &str| {
+        errors.push(FieldError {
+            field: field.into(),
+            problem: problem.into(),
+            line: None,
+        });
+    };
+    if b.workload.trim().is_empty() {
+        fail("workload", "must not be empty");
+    }
+    if b.gpus == 0 {
+        fail("gpus", "must be at least 1");
+    }
+    if b.nodes == 0 {
+        fail("nodes", "must be at least 1");
+    }
+    if b.steps.is_some_and(|s| s <= 0) {
+        fail("steps", "must be at least 1");
+    }
+    let positive = |v: Option<f64>| v.is_none_or(|x| x.is_finite() && x > 0.0);
+    if !positive(b.samples_per_sec) {
+        fail("samples_per_sec", "must be a number greater than zero");
+    }
+    if !positive(b.step_time_sec) {
+        fail("step_time_sec", "must be a number greater than zero");
+    }
+    if b.samples_per_sec.is_none() && b.step_time_sec.is_none() {
+        fail("samples_per_sec", "give samples_per_sec or step_time_sec");
+    }
+    let measured_at =
+        parse_rfc3339_ms(&b.measured_at).and_then(|ms| check_not_future(ms, now_ms()));
+    if let Err(e) = &measured_at {
+        errors.push(FieldError {
+            field: "measured_at".into(),
+            problem: e.clone(),
+            line: None,
+        });
+    }
+    match measured_at {
+        Ok(measured_at_ms) if errors.is_empty() => Ok(Benchmark {
+            id: 0,
+            workload: b.workload.trim().to_string(),
+            provider: b.provider,
+            instance_type: b.instance_type,
+            gpus: b.gpus,
+            nodes: b.nodes,
+            steps: b.steps,
+            samples_per_sec: b.samples_per_sec,
+            step_time_sec: b.step_time_sec,
+            measured_at_ms,
+        }),
+        _ => Err(ApiError::invalid_fields(errors)),
+    }
+}
+
+/// Records a measured benchmark. The catalog snapshot (and so `/decide`) uses it at once.
+#[utoipa::path(post, path = "/v1/benchmarks", tag = "benchmarks", request_body = BenchmarkIn,
+    responses(
+        (status = 201, description = "Recorded", body = BenchmarkRecorded),
+        (status = 200, description = "Already recorded; nothing changed", body = BenchmarkRecorded),
+        (status = 404, description = "Unknown provider", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A different measurement at the same key", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field has a bad value or names no instance type", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn post_benchmark(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<BenchmarkIn>,
+) -> Result<(StatusCode, Json<BenchmarkRecorded>), ApiError> {
+    known_provider(&*snapshot(&state)?, &body.provider)?;
+    let benchmark = validate(body)?;
+    let inserted = state.store.record_benchmark(&benchmark, now_ms()).await?;
+    if inserted {
+        state.catalog.refresh_after_write(&state.store).await;
+    }
+    let status = if inserted {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(BenchmarkRecorded { inserted })))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct BenchmarkParams {
+    /// The workload to summarise.
+    workload: String,
+    /// Scaling efficiency below which a size is flagged communication-bound (default 0.8).
+    #[param(value_type = Option<f64>)]
+    communication_bound_below: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BenchmarkSummaries {
+    pub workload: String,
+    pub items: Vec<InstanceSummary>,
+}
+
+/// A workload's measurements per instance type and size: throughput, throughput per hourly
+/// price (on-demand and spot, cheapest listed), scaling efficiency against the smallest size
+/// measured, and a `communication_bound` flag.
+#[utoipa::path(get, path = "/v1/benchmarks", tag = "benchmarks", params(BenchmarkParams),
+    responses(
+        (status = 200, description = "Summaries", body = BenchmarkSummaries),
+        (status = 400, description = "Missing or unknown parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A parameter has a bad value", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_benchmarks(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<BenchmarkParams>,
+) -> Result<Json<BenchmarkSummaries>, ApiError> {
+    let below = parse_param::<f64>(
+        "communication_bound_below",
+        params.communication_bound_below.as_deref(),
+        "a number",
+    )?
+    .unwrap_or(DEFAULT_COMMUNICATION_BOUND_BELOW);
+    if !(0.0..=1.0).contains(&below) {
+        return Err(ApiError::invalid(
+            "communication_bound_below",
+            "must be between 0 and 1",
+        ));
+    }
+    let catalog = snapshot(&state)?;
+    Ok(Json(BenchmarkSummaries {
+        items: summarise(&catalog, &params.workload, below),
+        workload: params.workload,
+    }))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanRequest {
+    pub job: JobIn,
+    /// Fixed steps to run at each size (default 1000).
+    pub steps: Option<u32>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlanResponse {
+    /// Null when no offering fits the job at all.
+    pub plan: Option<BenchmarkPlan>,
+}
+
+/// Which three sizes of one family to measure for a job, and how many steps: around the best
+/// candidate `/decide` would give.
+#[utoipa::path(post, path = "/v1/benchmarks/plan", tag = "benchmarks", request_body = PlanRequest,
+    responses(
+        (status = 200, description = "The plan", body = PlanResponse),
+        (status = 422, description = "A field has a bad value", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn plan_benchmarks(
+    State(state): State<AppState>,
+    ApiJson(request): ApiJson<PlanRequest>,
+) -> Result<Json<PlanResponse>, ApiError> {
+    let steps = request.steps.unwrap_or(1000);
+    if steps == 0 {
+        return Err(ApiError::invalid("steps", "must be at least 1"));
+    }
+    let catalog = snapshot(&state)?;
+    let job = parse_job(request.job, &catalog)?;
+    let decision = select(&catalog, &BUNDLED_SPOT_RISK, &job);
+    let plan = decision.candidates.first().and_then(|best| {
+        let offering = catalog.offering(best.offering_id)?;
+        Some(plan(&catalog, offering, best.market, steps, |gpus| {
+            job.memory.gib_per_gpu(gpus) <= offering.spec.gpu_memory_gib
+        }))
+    });
+    Ok(Json(PlanResponse { plan }))
+}
