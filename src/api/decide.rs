@@ -285,7 +285,7 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
     if !(utilisation.is_finite() && utilisation > 0.0 && utilisation <= 1.0) {
         c.fail("utilisation", "must be in (0, 1]");
     }
-    c.non_negative("dataset_gib", j.dataset_gib);
+    let dataset_gib = c.non_negative("dataset_gib", j.dataset_gib);
     let job = Job {
         memory,
         precision,
@@ -295,6 +295,7 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
         nodes_max,
         gpus_per_node_min: f64::from(j.gpus_per_node_min.unwrap_or(0)),
         data_layout: j.data_layout.unwrap_or(DataLayout::LargeSequential),
+        dataset_gib,
         spot_allowed: j.spot_allowed.unwrap_or(true),
         checkpoint_interval_min: c.positive("checkpoint_interval_min", j.checkpoint_interval_min),
         restart_overhead_min: c

@@ -20,7 +20,7 @@ pub enum RejectReason {
     MemoryDoesNotFit,
     /// Multi-node without EFA, InfiniBand, RoCE or GPUDirect-TCPX of at least 100 Gbit/s.
     NoFastInterconnect,
-    /// Many-small-files data without documented local NVMe.
+    /// Many-small-files data without documented local NVMe, or with less than the dataset.
     NoLocalNvme,
     /// bf16 requested on a GPU without bf16 tensor cores.
     PrecisionUnsupported,

@@ -221,6 +221,8 @@ pub struct Job {
     pub nodes_max: u32,
     pub gpus_per_node_min: f64,
     pub data_layout: DataLayout,
+    /// Dataset size; with many small files it must fit on the local NVMe.
+    pub dataset_gib: Option<f64>,
     pub spot_allowed: bool,
     pub checkpoint_interval_min: Option<f64>,
     pub restart_overhead_min: f64,
@@ -260,6 +262,7 @@ impl Default for Job {
             nodes_max: 1,
             gpus_per_node_min: 0.0,
             data_layout: DataLayout::LargeSequential,
+            dataset_gib: None,
             spot_allowed: true,
             checkpoint_interval_min: None,
             restart_overhead_min: DEFAULT_RESTART_OVERHEAD_MIN,

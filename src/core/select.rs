@@ -276,8 +276,13 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
             continue;
         }
         near.largest_gpu_memory_gib = near.largest_gpu_memory_gib.max(o.spec.gpu_memory_gib);
+        // Many small files want the dataset on local NVMe: present, and large enough when the
+        // dataset's size is given (GiB to the providers' GB).
+        let dataset_gb = job.dataset_gib.unwrap_or(0.0) * 1.073_741_824;
         if job.data_layout == DataLayout::ManySmallFiles
-            && o.spec.local_nvme_gb.is_none_or(|gb| gb <= 0.0)
+            && o.spec
+                .local_nvme_gb
+                .is_none_or(|gb| gb <= 0.0 || gb < dataset_gb)
         {
             reject_all(RejectReason::NoLocalNvme, &mut rejected);
             continue;

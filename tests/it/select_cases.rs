@@ -268,3 +268,28 @@ fn the_same_request_gives_the_same_answer() {
     let b = select(&CATALOG, &BUNDLED_SPOT_RISK, &job);
     assert_eq!(a, b);
 }
+
+#[test]
+fn small_file_data_needs_local_nvme_that_holds_it() {
+    use trainscaler::core::job::DataLayout;
+    let job = Job {
+        memory: model(1e9, Sharding::None),
+        data_layout: DataLayout::ManySmallFiles,
+        dataset_gib: Some(2000.0),
+        top_k: 100,
+        ..Job::default()
+    };
+    let d = select(&CATALOG, &BUNDLED_SPOT_RISK, &job);
+    assert!(!d.candidates.is_empty());
+    for c in &d.candidates {
+        // 2000 GiB = 2147.5 GB.
+        let nvme = offering(c.offering_id).spec.local_nvme_gb.unwrap();
+        assert!(nvme >= 2147.48, "{} has {nvme} GB", c.instance_type);
+    }
+    assert!(
+        d.rejected
+            .iter()
+            .any(|r| r.reason == RejectReason::NoLocalNvme && r.count > 0)
+    );
+    assert!(d.profile.io_sensitive);
+}
