@@ -9,7 +9,6 @@
 //! failed after a write.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -22,8 +21,6 @@ use crate::store::{Store, StoreResult};
 #[derive(Debug)]
 pub struct CatalogCache {
     current: ArcSwapOption<CatalogSnapshot>,
-    /// Catalog version of `current`; -1 before the first load.
-    version: AtomicI64,
     /// Serialises reloads so an older read can never replace a newer snapshot.
     reloading: Mutex<()>,
 }
@@ -32,7 +29,6 @@ impl Default for CatalogCache {
     fn default() -> Self {
         Self {
             current: ArcSwapOption::empty(),
-            version: AtomicI64::new(-1),
             reloading: Mutex::new(()),
         }
     }
@@ -44,9 +40,9 @@ impl CatalogCache {
         self.current.load_full()
     }
 
-    /// The catalog version the current snapshot was built from.
+    /// The catalog version the current snapshot was built from; -1 before the first load.
     pub fn version(&self) -> i64 {
-        self.version.load(Ordering::Acquire)
+        self.current.load().as_ref().map_or(-1, |s| s.version())
     }
 
     /// Rebuilds the snapshot from the store and swaps it in.
@@ -61,8 +57,8 @@ impl CatalogCache {
             rows.offerings,
             rows.benchmarks,
         );
-        self.current.store(Some(Arc::new(snapshot)));
-        self.version.store(rows.version, Ordering::Release);
+        self.current
+            .store(Some(Arc::new(snapshot.at_version(rows.version))));
         tracing::info!(
             offerings = count,
             version = rows.version,

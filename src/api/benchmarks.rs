@@ -17,6 +17,7 @@ use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
 use crate::core::benchmark::{
     Benchmark, BenchmarkPlan, DEFAULT_COMMUNICATION_BOUND_BELOW, InstanceSummary, plan, summarise,
 };
+use crate::core::catalog::CatalogSnapshot;
 use crate::core::select::select;
 use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
@@ -43,7 +44,20 @@ pub struct BenchmarkRecorded {
     pub inserted: bool,
 }
 
-fn validate(b: BenchmarkIn) -> Result<Benchmark, ApiError> {
+/// Most nodes a measurement may span.
+const MAX_NODES: u32 = 1024;
+
+fn validate(b: BenchmarkIn, catalog: &CatalogSnapshot) -> Result<Benchmark, ApiError> {
+    let Some(offering) = catalog.offerings_of(&b.provider, &b.instance_type).next() else {
+        return Err(ApiError::invalid(
+            "instance_type",
+            format!(
+                "names no instance type of `{}`: `{}`",
+                b.provider, b.instance_type
+            ),
+        ));
+    };
+    let gpus_per_instance = (offering.spec.gpu_count as u32).max(1);
     let mut errors = Vec::new();
     let mut fail = |field: &str, problem: &str| {
         errors.push(FieldError {
@@ -52,6 +66,18 @@ fn validate(b: BenchmarkIn) -> Result<Benchmark, ApiError> {
             line: None,
         });
     };
+    if b.gpus > gpus_per_instance {
+        fail(
+            "gpus",
+            &format!(
+                "must be at most {gpus_per_instance}, the GPUs of {}",
+                b.instance_type
+            ),
+        );
+    }
+    if b.nodes > MAX_NODES {
+        fail("nodes", &format!("must be at most {MAX_NODES}"));
+    }
     if b.workload.trim().is_empty() {
         fail("workload", "must not be empty");
     }
@@ -113,8 +139,9 @@ pub async fn post_benchmark(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<BenchmarkIn>,
 ) -> Result<(StatusCode, Json<BenchmarkRecorded>), ApiError> {
-    known_provider(&*snapshot(&state)?, &body.provider)?;
-    let benchmark = validate(body)?;
+    let catalog = snapshot(&state)?;
+    known_provider(&catalog, &body.provider)?;
+    let benchmark = validate(body, &catalog)?;
     let inserted = state.store.record_benchmark(&benchmark, now_ms()).await?;
     if inserted {
         state.catalog.refresh_after_write(&state.store).await;

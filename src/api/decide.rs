@@ -122,27 +122,44 @@ impl Checks {
         });
     }
 
-    /// A positive finite number, or `None` (with a problem recorded) otherwise.
+    /// A positive number within the field's bound, or `None` (with a problem recorded).
     fn positive(&mut self, field: &str, value: Option<f64>) -> Option<f64> {
-        match value {
-            Some(v) if v.is_finite() && v > 0.0 => Some(v),
-            Some(_) => {
-                self.fail(field, "must be a number greater than zero");
-                None
-            }
-            None => None,
-        }
+        self.number(field, value, false)
     }
 
     fn non_negative(&mut self, field: &str, value: Option<f64>) -> Option<f64> {
-        match value {
-            Some(v) if v.is_finite() && v >= 0.0 => Some(v),
-            Some(_) => {
-                self.fail(field, "must be a number of at least zero");
-                None
-            }
-            None => None,
+        self.number(field, value, true)
+    }
+
+    fn number(&mut self, field: &str, value: Option<f64>, zero_ok: bool) -> Option<f64> {
+        let v = value?;
+        let max = upper_bound(field);
+        if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
+            let least = if zero_ok {
+                "at least zero"
+            } else {
+                "greater than zero"
+            };
+            self.fail(field, format!("must be a number {least}"));
+            None
+        } else if v > max {
+            self.fail(field, format!("must be at most {max}"));
+            None
+        } else {
+            Some(v)
         }
+    }
+}
+
+/// Bounds that keep estimates finite and catch unit mistakes (params in units, not billions).
+fn upper_bound(field: &str) -> f64 {
+    match field {
+        "params_billion" => 100_000.0,
+        "bytes_per_param" => 64.0,
+        "activation_reserve" => 10.0,
+        // A week: longer intervals make spot pointless anyway.
+        "checkpoint_interval_min" | "restart_overhead_min" => 10_080.0,
+        _ => 1e18,
     }
 }
 
@@ -214,23 +231,32 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
                 Work::Unknown
             }
         },
-        (None, None, None, Some(hours)) => match j.reference_gpu.as_deref() {
-            Some(gpu) if catalog.gpu(gpu).is_some() => Work::ReferenceHours {
-                hours,
-                gpu: gpu.to_string(),
-            },
-            Some(gpu) => {
-                c.fail(
-                    "reference_gpu",
-                    format!("is not a GPU with datasheet facts: `{gpu}`"),
-                );
-                Work::Unknown
+        (None, None, None, Some(hours)) => {
+            match j.reference_gpu.as_deref() {
+                Some(gpu)
+                    if precision == Precision::Bf16
+                        && catalog.gpu(gpu).is_some_and(|g| !g.bf16_supported) =>
+                {
+                    c.fail("reference_gpu", format!("`{gpu}` has no bf16 tensor cores; use precision fp16 or another reference"));
+                    Work::Unknown
+                }
+                Some(gpu) if catalog.gpu(gpu).is_some() => Work::ReferenceHours {
+                    hours,
+                    gpu: gpu.to_string(),
+                },
+                Some(gpu) => {
+                    c.fail(
+                        "reference_gpu",
+                        format!("is not a GPU with datasheet facts: `{gpu}`"),
+                    );
+                    Work::Unknown
+                }
+                None => {
+                    c.fail("reference_gpu", "is required with reference_hours");
+                    Work::Unknown
+                }
             }
-            None => {
-                c.fail("reference_gpu", "is required with reference_hours");
-                Work::Unknown
-            }
-        },
+        }
         (None, None, None, None) => Work::Unknown,
         // Measured samples per second answer without FLOPs per sample.
         (Some(total), None, None, None) if j.workload.is_some() => Work::Samples {
@@ -336,7 +362,7 @@ pub async fn decide(
     ApiJson(request): ApiJson<DecideRequest>,
 ) -> Result<Json<DecideResponse>, ApiError> {
     let catalog = snapshot(&state)?;
-    let catalog_version = state.catalog.version();
+    let catalog_version = catalog.version();
     let job = parse_job(request.job, &catalog)?;
     let decision = select(&catalog, &BUNDLED_SPOT_RISK, &job);
     Ok(Json(DecideResponse {

@@ -37,8 +37,8 @@ impl Benchmark {
         }
     }
 
-    pub fn total_gpus(&self) -> u32 {
-        self.gpus * self.nodes
+    pub fn total_gpus(&self) -> u64 {
+        u64::from(self.gpus) * u64::from(self.nodes)
     }
 }
 
@@ -140,13 +140,22 @@ pub fn summarise(
                         .find(|r| r.throughput().1 == unit)
                         .copied()
                         .unwrap_or(b);
-                    let (base_throughput, _) = base.throughput();
-                    let per_gpu = throughput / f64::from(b.total_gpus());
-                    let base_per_gpu = base_throughput / f64::from(base.total_gpus());
-                    let efficiency = if base_per_gpu > 0.0 {
-                        per_gpu / base_per_gpu
-                    } else {
-                        1.0
+                    let efficiency = match (b.samples_per_sec, b.step_time_sec, base.step_time_sec)
+                    {
+                        // Samples per second: per-GPU throughput against the baseline's.
+                        (Some(s), _, _) => {
+                            let per_gpu = s / b.total_gpus() as f64;
+                            let base_per_gpu = base.throughput().0 / base.total_gpus() as f64;
+                            if base_per_gpu > 0.0 {
+                                per_gpu / base_per_gpu
+                            } else {
+                                1.0
+                            }
+                        }
+                        // Step time with a fixed batch per GPU: linear scaling keeps the step
+                        // time constant, so efficiency is how much longer a step got.
+                        (None, Some(t), Some(t0)) => t0 / t,
+                        _ => 1.0,
                     };
                     SizeSummary {
                         gpus: b.gpus,

@@ -187,6 +187,8 @@ pub struct CatalogSnapshot {
     benchmarks: Vec<Benchmark>,
     /// (lower-case workload, provider, instance type) -> positions in `benchmarks`.
     benchmarks_by_type: HashMap<(String, String, String), Vec<u32>>,
+    /// The store's catalog version these rows were read at; 0 when not from a store.
+    version: i64,
 }
 
 impl CatalogSnapshot {
@@ -249,6 +251,7 @@ impl CatalogSnapshot {
             gpu_of,
             benchmarks,
             benchmarks_by_type,
+            version: 0,
         }
     }
 
@@ -279,6 +282,16 @@ impl CatalogSnapshot {
             .copied()
             .flatten()
             .map(|g| &self.gpus[g as usize])
+    }
+
+    /// Tags the snapshot with the catalog version it was read at.
+    pub fn at_version(mut self, version: i64) -> Self {
+        self.version = version;
+        self
+    }
+
+    pub fn version(&self) -> i64 {
+        self.version
     }
 
     pub fn benchmarks(&self) -> &[Benchmark] {

@@ -18,6 +18,8 @@ pub enum RejectReason {
     FractionalGpu,
     /// The job's memory per GPU exceeds the GPU's.
     MemoryDoesNotFit,
+    /// More nodes where the job already fits on one: they would only add communication.
+    SingleNodeSuffices,
     /// Multi-node without EFA, InfiniBand, RoCE or GPUDirect-TCPX of at least 100 Gbit/s.
     NoFastInterconnect,
     /// Many-small-files data without documented local NVMe, or with less than the dataset.

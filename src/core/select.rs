@@ -203,14 +203,17 @@ struct Scored {
     hours: Option<f64>,
     cost: Option<f64>,
     interruptions: f64,
-    spot_rate: Option<(f64, RateSource)>,
+    /// Interruptions per node-hour, their source, and the factor they stretch time by.
+    spot_rate: Option<(f64, RateSource, f64)>,
     node_price: f64,
     total_price: f64,
 }
 
 impl Scored {
+    /// Throughput per hourly dollar; on spot, net of the work interruptions make redo.
     fn value(&self) -> f64 {
-        self.rate / self.total_price
+        let factor = self.spot_rate.map_or(1.0, |(_, _, f)| f);
+        self.rate / factor / self.total_price
     }
 }
 
@@ -241,12 +244,12 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
     let mut rate_sources = (false, false);
     let nodes = node_counts(job.nodes_min, job.nodes_max);
     let markets = [Market::OnDemand, Market::Spot];
-    // Measured throughput is in samples per second: it answers jobs whose work is in samples
-    // (or not given). Token and reference-hour jobs are estimated from datasheets.
+    // Measured throughput is in samples per second: it answers jobs whose work is in samples.
+    // Other jobs are estimated from datasheets, so one ranking never mixes units.
     let measured_workload = job
         .workload
         .as_deref()
-        .filter(|_| matches!(job.work, Work::Samples { .. } | Work::Unknown))
+        .filter(|_| matches!(job.work, Work::Samples { .. }))
         .filter(|w| catalog.has_benchmarks_for(w));
 
     for (position, o) in catalog.offerings().iter().enumerate() {
@@ -305,7 +308,16 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
             continue;
         }
         let gpus_per_node = o.spec.gpu_count;
+        // A job that fits on one node runs there: more nodes only add communication.
+        let one_node_fits = job.nodes_min == 1
+            && job.memory.gib_per_gpu(gpus_per_node as u32) <= o.spec.gpu_memory_gib;
         for &n in &nodes {
+            if n > 1 && one_node_fits {
+                for m in markets {
+                    rejected.add(RejectReason::SingleNodeSuffices, || label(o, n, m));
+                }
+                continue;
+            }
             let degree = (gpus_per_node as u32).saturating_mul(n);
             let need = job.memory.gib_per_gpu(degree);
             if need > o.spec.gpu_memory_gib {
@@ -390,13 +402,29 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                             RateSource::Advisor => rate_sources.0 = true,
                             RateSource::ProviderDefault => rate_sources.1 = true,
                         }
+                        // The stretch is proportional, so an hour stands in for unknown work.
+                        let Some((stretched, expected)) = stretch(
+                            hours.unwrap_or(1.0),
+                            per_hour,
+                            n,
+                            checkpoint,
+                            job.restart_overhead_min,
+                        ) else {
+                            rejected.add(RejectReason::SpotNotAllowed, || {
+                                format!(
+                                    "{}: interruptions would cost half the run or more",
+                                    label(o, n, market)
+                                )
+                            });
+                            continue;
+                        };
                         match hours {
-                            Some(h) => {
-                                let (stretched, expected) =
-                                    stretch(h, per_hour, n, checkpoint, job.restart_overhead_min);
-                                (Some(stretched), expected, Some((per_hour, source)))
-                            }
-                            None => (None, 0.0, Some((per_hour, source))),
+                            Some(h) => (
+                                Some(stretched),
+                                expected,
+                                Some((per_hour, source, stretched / h)),
+                            ),
+                            None => (None, 0.0, Some((per_hour, source, stretched))),
                         }
                     }
                 };
@@ -547,13 +575,13 @@ fn candidate(
             ),
         },
     ];
-    if let Some((per_hour, source)) = s.spot_rate {
+    if let Some((per_hour, source, factor)) = s.spot_rate {
         let origin = match source {
             RateSource::Advisor => "AWS Spot Advisor",
             RateSource::ProviderDefault => "provider default",
         };
         reasons.push(format!(
-            "spot: {per_hour:.5} interruptions per node-hour ({origin}), {:.2} expected over the run",
+            "spot: {per_hour:.5} interruptions per node-hour ({origin}), {:.2} expected over the run, time ×{factor:.4}",
             s.interruptions
         ));
     }
@@ -596,7 +624,7 @@ fn profile(job: &Job, catalog: &CatalogSnapshot, memory_rejections: u64, allowed
         } => {
             let activations = match activation_gib {
                 Some(a) => format!(" + {a} GiB activations"),
-                None => format!(" × (1 + {activation_reserve} activation reserve)"),
+                None => format!(" + {activation_reserve} × weights for activations"),
             };
             format!(
                 "{params:.3e} params × ({} weights + {} gradients + {} optimizer) bytes, {sharding:?} sharding over the GPUs{activations}",
@@ -622,7 +650,17 @@ fn suggest(job: &Job, near: &NearMisses, memory_rejections: u64) -> Vec<Suggesti
     let mut out = Vec::new();
     if memory_rejections > 0 && near.largest_gpu_memory_gib > 0.0 {
         let largest = near.largest_gpu_memory_gib;
-        if let Some(gpus) = job.memory.min_fully_sharded_gpus(largest) {
+        if let Some(gpus) = job.memory.min_fully_sharded_gpus(largest)
+            && job.memory.fully_sharded()
+        {
+            out.push(Suggestion {
+                change: "nodes".into(),
+                detail: format!(
+                    "the states are already fully sharded; they need at least {gpus} GPUs of {largest:.0} GiB \
+                     in total: raise nodes (nodes × GPUs per node ≥ {gpus})"
+                ),
+            });
+        } else if let Some(gpus) = job.memory.min_fully_sharded_gpus(largest) {
             out.push(Suggestion {
                 change: "sharding".into(),
                 detail: format!(

@@ -103,10 +103,43 @@ async fn summaries_show_value_scaling_and_communication_bound_sizes(backend: Bac
         .get_json("/v1/benchmarks?workload=bert&communication_bound_below=0.96")
         .await;
     assert_eq!(strict["items"][0]["sizes"][1]["communication_bound"], true);
+    // Step times with a fixed batch per GPU: 0.50 s, 0.52 s, 0.80 s -> 1.0, 0.96, 0.625.
+    for (nodes, t) in [(1, 0.5), (2, 0.52), (4, 0.8)] {
+        let mut m = measurement("vit", "p4d.24xlarge", 8, nodes, 1.0);
+        m.as_object_mut().unwrap().remove("samples_per_sec");
+        m["step_time_sec"] = json!(t);
+        assert_eq!(record(&app, &m).await.status(), 201);
+    }
+    let steps = app.get_json("/v1/benchmarks?workload=vit").await;
+    let sizes = steps["items"][0]["sizes"].as_array().unwrap();
+    let eff: Vec<f64> = sizes
+        .iter()
+        .map(|s| s["scaling_efficiency"].as_f64().unwrap())
+        .collect();
+    assert!(
+        (eff[0] - 1.0).abs() < 1e-12
+            && (eff[1] - 0.5 / 0.52).abs() < 1e-12
+            && (eff[2] - 0.625).abs() < 1e-12,
+        "{eff:?}"
+    );
+    assert_eq!(sizes[0]["throughput_unit"], "steps_per_sec");
+    assert_eq!(sizes[2]["communication_bound"], true);
 }
 
 async fn recording_is_idempotent_and_validated(backend: Backend) {
     let app = TestApp::spawn(backend).await;
+    assert_problem(
+        record(&app, &measurement("gpt", "g5.xlarge", 2, 1, 1.0)).await,
+        422,
+        "gpus",
+    )
+    .await;
+    assert_problem(
+        record(&app, &measurement("gpt", "g5.xlarge", 1, 5000, 1.0)).await,
+        422,
+        "nodes",
+    )
+    .await;
     let m = measurement("gpt", "g5.xlarge", 1, 1, 500.0);
     assert_eq!(record(&app, &m).await.status(), 201);
     let again = record(&app, &m).await;

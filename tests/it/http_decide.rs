@@ -61,12 +61,11 @@ async fn a_7b_fsdp_job_gets_ranked_8_gpu_candidates_with_reasons(backend: Backen
             .any(|r| r["reason"] == "too_few_gpus_per_node")
     );
     assert_eq!(instance["assumptions"]["utilisation"], 0.4);
-    assert!(
-        instance["profile"]["memory_per_gpu_gib_single"]
-            .as_f64()
-            .unwrap()
-            > 125.0
-    );
+    // 104.31 GiB of states + 2.61 GiB of activations, unsharded.
+    let single = instance["profile"]["memory_per_gpu_gib_single"]
+        .as_f64()
+        .unwrap();
+    assert!((single - 106.92).abs() < 0.01, "{single}");
 }
 
 async fn each_objective_orders_by_its_own_measure(backend: Backend) {
@@ -113,20 +112,30 @@ async fn a_job_that_fits_nowhere_is_200_with_reasons_and_a_suggestion(backend: B
             .iter()
             .any(|r| r["reason"] == "memory_does_not_fit")
     );
-    // 70e9 × 16 B × 1.2 = 1251.7 GiB: fully sharded over ceil(1251.7 / 80) = 16 GPUs.
+    // 70e9 × 16 B = 1043.1 GiB of states, activations 26.1 GiB: ceil(1043.1 / 53.9) = 20 GPUs.
     let suggestion = &instance["suggestions"][0];
     assert_eq!(suggestion["change"], "sharding");
     assert!(
         suggestion["detail"]
             .as_str()
             .unwrap()
-            .contains("at least 16 GPUs of 80 GiB"),
+            .contains("at least 20 GPUs of 80 GiB"),
         "{suggestion}"
     );
 }
 
 async fn bad_job_fields_are_422_naming_the_field(backend: Backend) {
     let app = TestApp::spawn(backend).await;
+    assert_problem(
+        decide(&app, json!({"params_billion": 1e300})).await,
+        422,
+        "job.params_billion",
+    )
+    .await;
+    let v100 = json!({"params_billion": 1, "reference_hours": 10, "reference_gpu": "V100"});
+    assert_problem(decide(&app, v100).await, 422, "job.reference_gpu").await;
+    let fp16 = json!({"params_billion": 1, "reference_hours": 10, "reference_gpu": "V100", "precision": "fp16"});
+    assert_eq!(decide(&app, fp16).await.status(), 200);
     assert_problem(
         decide(&app, json!({"params_billion": -7})).await,
         422,
