@@ -4,50 +4,16 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use trainscaler::catalog::bundled::BUNDLED;
-use trainscaler::catalog::gpu_facts::{BUNDLED_GPUS_CSV, parse_gpu_facts};
-use trainscaler::catalog::skypilot;
-use trainscaler::core::catalog::{CatalogSnapshot, Market, Offering, Provider};
+use trainscaler::catalog::bundled::bundled_snapshot;
+use trainscaler::core::catalog::{CatalogSnapshot, Market};
 use trainscaler::core::money::Micros;
 use trainscaler::core::query::OfferingQuery;
 
-fn bundled_offerings() -> Vec<Offering> {
-    let mut id = 0;
-    BUNDLED
-        .iter()
-        .flat_map(|b| skypilot::parse(b.provider, b.csv).expect("bundled catalog parses"))
-        .map(|o| {
-            id += 1;
-            Offering {
-                id,
-                key: o.key,
-                spec: o.spec,
-                on_demand: o.on_demand,
-                spot: o.spot,
-                price_observed_at_ms: Some(0),
-            }
-        })
-        .collect()
-}
-
-fn snapshot(offerings: Vec<Offering>) -> CatalogSnapshot {
-    let providers = BUNDLED
-        .iter()
-        .map(|b| Provider {
-            name: b.provider.into(),
-            display_name: b.provider.into(),
-        })
-        .collect();
-    CatalogSnapshot::new(
-        providers,
-        parse_gpu_facts(BUNDLED_GPUS_CSV).unwrap(),
-        offerings,
-    )
-}
-
 fn queries(c: &mut Criterion) {
-    let offerings = bundled_offerings();
-    let catalog = snapshot(offerings.clone());
+    let catalog = bundled_snapshot();
+    let offerings = catalog.offerings().to_vec();
+    let providers = catalog.providers().to_vec();
+    let gpus = catalog.gpus().to_vec();
     let cases = [
         (
             "first_page_unfiltered",
@@ -100,7 +66,13 @@ fn queries(c: &mut Criterion) {
     }
     group.finish();
     c.bench_function("snapshot_build_whole_catalog", |b| {
-        b.iter(|| black_box(snapshot(offerings.clone())))
+        b.iter(|| {
+            black_box(CatalogSnapshot::new(
+                providers.clone(),
+                gpus.clone(),
+                offerings.clone(),
+            ))
+        })
     });
 }
 
