@@ -100,7 +100,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or("");
-        let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(de).map(Self).map_err(|e| {
             let path = e.path().to_string();
             let field = if path == "." {
@@ -111,10 +111,6 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
             ApiError::bad_request(field, e.into_inner().to_string())
         })
     }
-}
-
-fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
-    form_urlencoded::parse(query.as_bytes())
 }
 
 /// Whether the request's media type (parameters ignored) satisfies `accepts`.

@@ -244,12 +244,7 @@ pub async fn get_offering(
 ) -> Result<Json<OfferingDetail>, ApiError> {
     let catalog = snapshot(&state)?;
     known_provider(&catalog, &provider)?;
-    let mut locations: Vec<&Offering> = catalog
-        .candidates(None, Some(&provider))
-        .iter()
-        .map(|&i| catalog.at(i))
-        .filter(|o| o.key.instance_type == instance_type)
-        .collect();
+    let mut locations: Vec<&Offering> = catalog.offerings_of(&provider, &instance_type).collect();
     let Some(first) = locations.first().copied() else {
         return Err(ApiError::not_found(
             "instance_type",

@@ -328,8 +328,10 @@ impl CatalogSnapshot {
     pub fn offerings_of<'a>(
         &'a self,
         provider: &str,
-        instance_type: &'a str,
+        instance_type: &str,
     ) -> impl Iterator<Item = &'a Offering> + 'a {
+        // Owned, so callers may keep the offerings after giving up the name.
+        let instance_type = instance_type.to_string();
         self.by_provider
             .get(provider)
             .into_iter()
