@@ -5,9 +5,13 @@
 
 pub mod benchmark;
 pub mod catalog;
+pub mod cost;
 pub mod decision;
 pub mod job;
 pub mod money;
+pub mod policy;
 pub mod query;
+pub mod scale;
 pub mod select;
 pub mod spot;
+pub mod timestamp;

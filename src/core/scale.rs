@@ -1,0 +1,1122 @@
+//! How many workers now: one evaluation of a pool's policy against its workers, signals and
+//! recent incidents at time `now`, returning the target, the actions that reach it and every
+//! rule that fired with its numbers, plus the pool state to persist.
+//!
+//! The target is level-triggered, like an auto scaling group's desired capacity: asking again
+//! before anything changed gives the same answer, and steps are measured from the capacity
+//! that exists, so repeated calls never stack steps on workers that have not arrived.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::catalog::Market;
+use super::cost::{PriceBook, day_start, hours_left_today, spend_today};
+use super::policy::{BudgetAction, Mode, Policy};
+use super::timestamp::rfc3339;
+
+/// How long to wait before asking again when no rule names an earlier moment.
+pub const DEFAULT_EVALUATION_INTERVAL_MS: i64 = 30_000;
+
+/// What a pool remembers between decisions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoolState {
+    /// The target of the last decision; `None` before the first.
+    pub desired: Option<u32>,
+    pub last_scale_up_at_ms: Option<i64>,
+    pub last_scale_down_at_ms: Option<i64>,
+    /// Need as it changed: (at, need) points, pruned to the stabilisation window.
+    pub need_history: Vec<(i64, u32)>,
+    /// The UTC day (its start) on which a budget alarm was last raised.
+    pub budget_alarm_day_ms: Option<i64>,
+}
+
+/// A spot warning for a worker: it will be reclaimed at `action_at_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningKind {
+    /// The instance will be stopped or terminated (AWS: two minutes' notice).
+    InterruptionWarning,
+    /// Elevated risk of interruption: checkpoint, no replacement yet.
+    RebalanceRecommendation,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Warning {
+    pub kind: WarningKind,
+    pub at_ms: i64,
+    pub action_at_ms: Option<i64>,
+}
+
+/// A worker as the decision sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worker {
+    pub id: String,
+    pub instance_type: String,
+    pub market: Market,
+    pub zone: Option<String>,
+    pub started_at_ms: i64,
+    /// Set once the worker is gone; kept so the day's spend includes it.
+    pub stopped_at_ms: Option<i64>,
+    pub warning: Option<Warning>,
+    /// Its latest fresh GPU utilisation (0..1), if any.
+    pub utilization: Option<f64>,
+}
+
+impl Worker {
+    fn is_live(&self) -> bool {
+        self.stopped_at_ms.is_none()
+    }
+
+    fn is_doomed(&self) -> bool {
+        self.warning
+            .as_ref()
+            .is_some_and(|w| w.kind == WarningKind::InterruptionWarning)
+    }
+}
+
+/// Pool-level signals, already filtered to fresh ones.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Signals {
+    pub queue_depth: Option<f64>,
+    pub pending_jobs: Option<f64>,
+    pub running_jobs: Option<f64>,
+    /// The latest time any signal showed work (jobs, or a GPU at or above the idle threshold).
+    pub last_busy_at_ms: Option<i64>,
+}
+
+/// Something the cloud told us about capacity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incident {
+    pub kind: IncidentKind,
+    pub instance_type: String,
+    pub zone: Option<String>,
+    pub at_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncidentKind {
+    /// A spot interruption (warning) of a worker of this type.
+    Interruption,
+    /// The provider had no capacity for this type (in this zone).
+    CapacityError,
+}
+
+/// Everything one evaluation reads.
+#[derive(Debug, Clone)]
+pub struct PoolInput<'a> {
+    pub policy: &'a Policy,
+    pub state: &'a PoolState,
+    pub workers: &'a [Worker],
+    pub signals: &'a Signals,
+    pub incidents: &'a [Incident],
+    pub prices: &'a PriceBook,
+    /// When the pool was created (or its policy last replaced): the idle clock starts there.
+    pub since_ms: i64,
+    pub now_ms: i64,
+}
+
+/// Desired workers of one instance type and market.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct TypeTarget {
+    pub instance_type: String,
+    pub market: Market,
+    pub count: u32,
+    /// Zones to launch in, recent capacity errors left out; empty means any.
+    pub zones: Vec<String>,
+}
+
+/// One thing to do to reach the target.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    ScaleUp {
+        instance_type: String,
+        market: Market,
+        count: u32,
+        zones: Vec<String>,
+    },
+    /// Workers to remove, idle ones first.
+    ScaleDown { workers: Vec<String> },
+    /// A new worker for one that is being interrupted.
+    Replace {
+        worker: String,
+        instance_type: String,
+        market: Market,
+        zones: Vec<String>,
+    },
+    /// Tell the worker's job to save a checkpoint before `deadline_ms`.
+    Checkpoint {
+        worker: String,
+        /// When the instance will be reclaimed, if the cloud said.
+        deadline: Option<String>,
+    },
+}
+
+/// One rule that fired, with the numbers behind it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Reason {
+    pub rule: &'static str,
+    pub detail: String,
+    #[schema(value_type = Object)]
+    pub values: BTreeMap<&'static str, f64>,
+}
+
+/// The day's spend against the budget.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct BudgetStatus {
+    pub daily_budget: f64,
+    pub spent_today: f64,
+    /// Spent so far plus the target's hourly cost until the end of the UTC day.
+    pub projected_today: f64,
+    pub action: BudgetAction,
+    pub exceeded: bool,
+}
+
+/// A change worth an entry in the pool's event log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecisionEvent {
+    Scaled {
+        from: u32,
+        to: u32,
+    },
+    BudgetAlarm {
+        projected: f64,
+        budget: f64,
+    },
+    Replacement {
+        worker: String,
+        instance_type: String,
+        market: Market,
+    },
+}
+
+/// The answer to "how many workers now".
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct WorkersDecision {
+    /// Live workers, including ones being interrupted.
+    pub current: u32,
+    pub desired: u32,
+    /// The target before this decision.
+    pub previous_desired: u32,
+    /// What the signals ask for before steps, cooldowns and budget.
+    pub need: u32,
+    pub by_type: Vec<TypeTarget>,
+    /// `desired - current`.
+    pub delta: i64,
+    pub actions: Vec<Action>,
+    pub reasons: Vec<Reason>,
+    /// When the cooldown that holds the target ends.
+    pub cooldown_until: Option<String>,
+    /// When asking again may give a different answer without new signals.
+    pub next_evaluation_at: String,
+    #[serde(skip)]
+    pub cooldown_until_ms: Option<i64>,
+    #[serde(skip)]
+    pub next_evaluation_at_ms: i64,
+    /// Dollars per hour of the target, at catalog prices.
+    pub cost_per_hour: f64,
+    pub budget: Option<BudgetStatus>,
+}
+
+/// A decision, what to remember, and what to log.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub decision: WorkersDecision,
+    pub state: PoolState,
+    pub events: Vec<DecisionEvent>,
+}
+
+struct Rules {
+    reasons: Vec<Reason>,
+}
+
+impl Rules {
+    fn fire(&mut self, rule: &'static str, detail: String, values: &[(&'static str, f64)]) {
+        self.reasons.push(Reason {
+            rule,
+            detail,
+            values: values.iter().copied().collect(),
+        });
+    }
+}
+
+/// Evaluates the pool once. Pure: the same input always gives the same outcome.
+pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
+    let p = input.policy;
+    let now = input.now_ms;
+    let mut rules = Rules {
+        reasons: Vec::new(),
+    };
+    let live: Vec<&Worker> = input.workers.iter().filter(|w| w.is_live()).collect();
+    let doomed: Vec<&Worker> = live.iter().copied().filter(|w| w.is_doomed()).collect();
+    let current = count(live.len());
+    let capacity = current - count(doomed.len());
+    let previous = input.state.desired.unwrap_or(current);
+
+    let waiting =
+        input.signals.queue_depth.unwrap_or(0.0) + input.signals.pending_jobs.unwrap_or(0.0);
+    let running = input.signals.running_jobs.unwrap_or(0.0);
+    let utils: Vec<f64> = live
+        .iter()
+        .filter(|w| !w.is_doomed())
+        .filter_map(|w| w.utilization)
+        .collect();
+    let mean_util = (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
+
+    // 1. Need.
+    let (need, floor) = measure_need(p, &mut rules, waiting, running, capacity, mean_util);
+
+    // 2. Bounds.
+    let bounded = need.clamp(p.min_workers, p.max_workers.max(p.min_workers));
+    if bounded != need {
+        rules.fire(
+            "bounds",
+            format!(
+                "need {need} held within min_workers {} and max_workers {}",
+                p.min_workers, p.max_workers
+            ),
+            &[
+                ("need", need.into()),
+                ("min_workers", p.min_workers.into()),
+                ("max_workers", p.max_workers.into()),
+            ],
+        );
+    }
+    let mut state = input.state.clone();
+    record_need(&mut state, bounded, now, p.stabilization_window_sec);
+
+    // 3-5. Steps, cooldowns, stabilisation, idle.
+    let busy =
+        waiting > 0.0 || running > 0.0 || utils.iter().any(|u| *u >= p.idle_utilization_threshold);
+    let mut cooldown_until = None;
+    let mut wake_at = Vec::new();
+    let up_cooldown_end = input
+        .state
+        .last_scale_up_at_ms
+        .map(|t| t + secs(p.scale_up_cooldown_sec));
+    let down_cooldown_end = input
+        .state
+        .last_scale_down_at_ms
+        .map(|t| t + secs(p.scale_down_cooldown_sec));
+    let down_blocked = down_cooldown_end.filter(|end| now < *end);
+    let mut target = previous;
+
+    if previous < p.min_workers || previous > p.max_workers {
+        target = previous.clamp(p.min_workers, p.max_workers.max(p.min_workers));
+        rules.fire(
+            "bounds",
+            format!(
+                "the previous target {previous} is outside {}..={}",
+                p.min_workers, p.max_workers
+            ),
+            &[("previous", previous.into())],
+        );
+    } else if !busy && bounded <= previous && previous > p.min_workers {
+        // No work at all: keep warm workers until the pool has been idle long enough.
+        let idle_since = [
+            input.signals.last_busy_at_ms,
+            input.state.last_scale_up_at_ms,
+            Some(input.since_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(input.since_ms);
+        let idle_for = (now - idle_since).max(0);
+        let needed = secs(p.idle_to_zero_after_sec);
+        if idle_for < needed {
+            rules.fire(
+                "idle_wait",
+                format!(
+                    "idle for {}s of the {}s before scaling to min_workers",
+                    idle_for / 1000,
+                    p.idle_to_zero_after_sec
+                ),
+                &[
+                    ("idle_sec", (idle_for / 1000) as f64),
+                    ("idle_to_zero_after_sec", p.idle_to_zero_after_sec as f64),
+                ],
+            );
+            wake_at.push(idle_since + needed);
+        } else if let Some(end) = down_blocked {
+            rules.fire(
+                "scale_down_cooldown",
+                format!(
+                    "idle, but the last scale-down was under {}s ago",
+                    p.scale_down_cooldown_sec
+                ),
+                &[("scale_down_cooldown_sec", p.scale_down_cooldown_sec as f64)],
+            );
+            cooldown_until = Some(end);
+        } else {
+            target = p.min_workers.max(floor);
+            rules.fire(
+                "idle_to_zero",
+                format!(
+                    "no work and GPU utilisation under {} for {}s: down to {}",
+                    p.idle_utilization_threshold,
+                    idle_for / 1000,
+                    target
+                ),
+                &[
+                    ("idle_sec", (idle_for / 1000) as f64),
+                    ("min_workers", p.min_workers.into()),
+                ],
+            );
+        }
+    } else if bounded > previous {
+        if let Some(end) = up_cooldown_end.filter(|end| now < *end) {
+            rules.fire(
+                "scale_up_cooldown",
+                format!(
+                    "the last scale-up was under {}s ago",
+                    p.scale_up_cooldown_sec
+                ),
+                &[("scale_up_cooldown_sec", p.scale_up_cooldown_sec as f64)],
+            );
+            cooldown_until = Some(end);
+        } else if capacity == 0 {
+            target = bounded;
+            rules.fire(
+                "scale_from_zero",
+                format!("no capacity: straight to the {bounded} workers needed"),
+                &[("need", bounded.into())],
+            );
+        } else {
+            let step = p
+                .min_step
+                .max(((f64::from(capacity) * p.max_step_percent / 100.0).ceil()) as u32);
+            let limit = capacity.saturating_add(step);
+            target = bounded.min(limit).max(previous);
+            if bounded > limit {
+                rules.fire(
+                    "step_limit",
+                    format!("{capacity} workers may grow by at most {step} per decision ({}%, min_step {}): {target} of the {bounded} needed", p.max_step_percent, p.min_step),
+                    &[("capacity", capacity.into()), ("step", step.into()), ("need", bounded.into())],
+                );
+            } else {
+                rules.fire(
+                    "scale_up",
+                    format!("need {bounded} workers, have {capacity}"),
+                    &[("need", bounded.into()), ("capacity", capacity.into())],
+                );
+            }
+        }
+    } else if bounded < previous {
+        let window_start = now - secs(p.stabilization_window_sec);
+        let highest = state
+            .need_history
+            .iter()
+            .enumerate()
+            .filter(|(i, (at, _))| {
+                // A point counts while it was in force inside the window.
+                *at >= window_start
+                    || state
+                        .need_history
+                        .get(i + 1)
+                        .is_none_or(|(next, _)| *next > window_start)
+            })
+            .map(|(_, (_, n))| *n)
+            .max()
+            .unwrap_or(bounded);
+        let candidate = highest.max(floor).max(p.min_workers);
+        if candidate >= previous {
+            rules.fire(
+                "stabilization",
+                format!(
+                    "need is {bounded}, but it was {highest} within the last {}s",
+                    p.stabilization_window_sec
+                ),
+                &[
+                    ("need", bounded.into()),
+                    ("highest_in_window", highest.into()),
+                ],
+            );
+            if let Some((at, _)) = state
+                .need_history
+                .iter()
+                .rev()
+                .find(|(_, n)| *n >= previous)
+            {
+                wake_at.push(at + secs(p.stabilization_window_sec));
+            }
+        } else if let Some(end) = down_blocked {
+            rules.fire(
+                "scale_down_cooldown",
+                format!(
+                    "the last scale-down was under {}s ago",
+                    p.scale_down_cooldown_sec
+                ),
+                &[("scale_down_cooldown_sec", p.scale_down_cooldown_sec as f64)],
+            );
+            cooldown_until = Some(end);
+        } else {
+            target = candidate;
+            rules.fire(
+                "scale_down",
+                format!("need {bounded} (highest in window {highest}), running jobs need {floor}"),
+                &[
+                    ("need", bounded.into()),
+                    ("highest_in_window", highest.into()),
+                    ("running_floor", floor.into()),
+                ],
+            );
+        }
+    }
+    if floor > target && target < p.max_workers {
+        let raised = floor.min(p.max_workers);
+        rules.fire(
+            "running_floor",
+            format!("running jobs use {floor} workers"),
+            &[("running_floor", floor.into())],
+        );
+        target = raised;
+    }
+
+    // Whole gangs only.
+    if let Mode::Elastic {
+        min_nodes,
+        max_nodes,
+        node_step,
+    } = p.mode
+    {
+        target = whole_gangs(
+            &mut rules,
+            target,
+            min_nodes,
+            max_nodes.min(p.max_workers),
+            node_step,
+            previous,
+        );
+    }
+
+    // 2b. Budget.
+    let spent: f64 = input
+        .workers
+        .iter()
+        .map(|w| {
+            let price = input
+                .prices
+                .price(&w.instance_type, w.market, w.zone.as_deref())
+                .unwrap_or(0.0);
+            spend_today(price, w.started_at_ms, w.stopped_at_ms.unwrap_or(now), now)
+        })
+        .sum();
+    let mut events = Vec::new();
+    let mut budget = None;
+    if let Some(daily) = p.daily_budget {
+        let hours_left = hours_left_today(now);
+        let projected = |n: u32| spent + hourly_cost(p, input, n) * hours_left;
+        let mut exceeded = projected(target) > daily;
+        if exceeded && p.budget_action == BudgetAction::Cap && target > capacity {
+            let floor_n = capacity.max(floor).min(target);
+            let affordable = (floor_n..=target)
+                .rev()
+                .find(|n| projected(*n) <= daily)
+                .unwrap_or(floor_n);
+            if affordable < target {
+                rules.fire(
+                    "budget_cap",
+                    format!("{target} workers would spend ${:.2} today against a budget of ${daily:.2}: capped at {affordable}", projected(target)),
+                    &[("projected", projected(target)), ("daily_budget", daily)],
+                );
+                target = affordable;
+                if let Mode::Elastic {
+                    min_nodes,
+                    max_nodes,
+                    node_step,
+                } = p.mode
+                {
+                    target = whole_gangs(
+                        &mut rules,
+                        target,
+                        min_nodes,
+                        max_nodes.min(p.max_workers),
+                        node_step,
+                        0,
+                    )
+                    .min(affordable);
+                }
+            }
+            exceeded = projected(target) > daily;
+        }
+        if exceeded {
+            rules.fire(
+                "budget_exceeded",
+                format!(
+                    "projected spend today ${:.2} is over the daily budget ${daily:.2}",
+                    projected(target)
+                ),
+                &[
+                    ("projected", projected(target)),
+                    ("daily_budget", daily),
+                    ("spent_today", spent),
+                ],
+            );
+            let today = day_start(now);
+            if state.budget_alarm_day_ms != Some(today) {
+                state.budget_alarm_day_ms = Some(today);
+                events.push(DecisionEvent::BudgetAlarm {
+                    projected: projected(target),
+                    budget: daily,
+                });
+            }
+        }
+        budget = Some(BudgetStatus {
+            daily_budget: daily,
+            spent_today: round_cents(spent),
+            projected_today: round_cents(projected(target)),
+            action: p.budget_action,
+            exceeded,
+        });
+    }
+
+    if target > previous {
+        state.last_scale_up_at_ms = Some(now);
+    } else if target < previous {
+        state.last_scale_down_at_ms = Some(now);
+    }
+    if target != previous {
+        events.push(DecisionEvent::Scaled {
+            from: previous,
+            to: target,
+        });
+    }
+    state.desired = Some(target);
+
+    // 6. Market mix and instance types.
+    let blocked = Blocked::from(input);
+    let by_type = split_by_type(p, &blocked, &mut rules, target);
+
+    // 7. Actions.
+    let mut actions = Vec::new();
+    for w in live.iter().filter(|w| w.warning.is_some()) {
+        let deadline_ms = w.warning.as_ref().and_then(|x| x.action_at_ms);
+        actions.push(Action::Checkpoint {
+            worker: w.id.clone(),
+            deadline: deadline_ms.map(rfc3339),
+        });
+        if let Some(d) = deadline_ms {
+            wake_at.push(d);
+        }
+    }
+    let mut shortfall = target.saturating_sub(capacity);
+    let rate = interruption_rate(p, input, &live);
+    for w in &doomed {
+        if shortfall == 0 {
+            break;
+        }
+        shortfall -= 1;
+        let (instance_type, market, why) = replacement_for(p, &blocked, w, rate);
+        rules.fire(
+            "replace",
+            format!("{} is being interrupted: {why}", w.id),
+            &[
+                ("interruption_rate", rate),
+                ("max_interruption_rate", p.max_interruption_rate),
+            ],
+        );
+        events.push(DecisionEvent::Replacement {
+            worker: w.id.clone(),
+            instance_type: instance_type.clone(),
+            market,
+        });
+        let zones = blocked.zones_for(p, &instance_type);
+        actions.push(Action::Replace {
+            worker: w.id.clone(),
+            instance_type,
+            market,
+            zones,
+        });
+    }
+    if shortfall > 0 {
+        actions.extend(scale_up_actions(&by_type, &live, shortfall));
+    }
+    if capacity > target {
+        let surplus = (capacity - target) as usize;
+        actions.push(Action::ScaleDown {
+            workers: pick_for_removal(p, &live, &by_type, surplus),
+        });
+    }
+
+    if let Some(end) = up_cooldown_end.filter(|e| *e > now)
+        && bounded > target {
+            wake_at.push(end);
+        }
+    if let Some(end) = down_blocked {
+        wake_at.push(end);
+    }
+    let next = wake_at
+        .into_iter()
+        .filter(|t| *t > now)
+        .min()
+        .unwrap_or(now + DEFAULT_EVALUATION_INTERVAL_MS);
+    let next = next.min(now + DEFAULT_EVALUATION_INTERVAL_MS);
+
+    let decision = WorkersDecision {
+        current,
+        desired: target,
+        previous_desired: previous,
+        need,
+        cost_per_hour: round_cents(
+            by_type
+                .iter()
+                .map(|t| {
+                    f64::from(t.count)
+                        * input
+                            .prices
+                            .price(&t.instance_type, t.market, None)
+                            .unwrap_or(0.0)
+                })
+                .sum(),
+        ),
+        by_type,
+        delta: i64::from(target) - i64::from(current),
+        actions,
+        reasons: rules.reasons,
+        cooldown_until: cooldown_until.or(down_blocked).map(rfc3339),
+        next_evaluation_at: rfc3339(next),
+        cooldown_until_ms: cooldown_until.or(down_blocked),
+        next_evaluation_at_ms: next,
+        budget,
+    };
+    Outcome {
+        decision,
+        state,
+        events,
+    }
+}
+
+fn measure_need(
+    p: &Policy,
+    rules: &mut Rules,
+    waiting: f64,
+    running: f64,
+    capacity: u32,
+    mean_util: Option<f64>,
+) -> (u32, u32) {
+    match p.mode {
+        Mode::Queue { gpus_per_job } => {
+            let need = p.workers_for_jobs(running + waiting);
+            let floor = p.workers_for_jobs(running);
+            rules.fire(
+                "queue",
+                format!("{running} running + {waiting} waiting jobs of {gpus_per_job} GPUs on {}-GPU workers need {need} workers", p.gpus_per_worker),
+                &[("running_jobs", running), ("waiting_jobs", waiting), ("need", need.into())],
+            );
+            (need, floor)
+        }
+        Mode::Utilization {
+            target_utilization,
+            tolerance,
+        } => {
+            let Some(util) = mean_util else {
+                let need = if capacity == 0 && waiting > 0.0 {
+                    1
+                } else {
+                    capacity
+                };
+                rules.fire(
+                    "no_utilization_signal",
+                    format!("no fresh GPU utilisation: holding {need}"),
+                    &[("need", need.into())],
+                );
+                return (need, 0);
+            };
+            let ratio = util / target_utilization;
+            let need = if (ratio - 1.0).abs() <= tolerance {
+                rules.fire("within_tolerance", format!("utilisation {util:.2} is within {tolerance} of the target {target_utilization}"), &[("utilization", util), ("target", target_utilization)]);
+                capacity
+            } else {
+                let n = (f64::from(capacity) * ratio).ceil().max(0.0) as u32;
+                rules.fire("utilization", format!("{capacity} workers at {util:.2} against a target of {target_utilization} need {n}"), &[("utilization", util), ("target", target_utilization), ("need", n.into())]);
+                n
+            };
+            (need, 0)
+        }
+        Mode::Elastic {
+            min_nodes,
+            max_nodes,
+            ..
+        } => {
+            if waiting > 0.0 || running > 0.0 {
+                rules.fire(
+                    "elastic",
+                    format!(
+                        "the job is active: wants up to {max_nodes} nodes (at least {min_nodes})"
+                    ),
+                    &[
+                        ("min_nodes", min_nodes.into()),
+                        ("max_nodes", max_nodes.into()),
+                    ],
+                );
+                (max_nodes, if running > 0.0 { min_nodes } else { 0 })
+            } else {
+                rules.fire("elastic", "no job is waiting or running".into(), &[]);
+                (0, 0)
+            }
+        }
+    }
+}
+
+/// Rounds to a count the job can run on: 0, or `min_nodes + k × node_step` up to `max_nodes`.
+fn whole_gangs(
+    rules: &mut Rules,
+    target: u32,
+    min_nodes: u32,
+    max_nodes: u32,
+    node_step: u32,
+    previous: u32,
+) -> u32 {
+    if target == 0 {
+        return 0;
+    }
+    if min_nodes > max_nodes {
+        rules.fire(
+            "gang_does_not_fit",
+            format!("the gang needs {min_nodes} nodes but at most {max_nodes} are allowed: none"),
+            &[
+                ("min_nodes", min_nodes.into()),
+                ("max_nodes", max_nodes.into()),
+            ],
+        );
+        return 0;
+    }
+    let step = node_step.max(1);
+    let whole = if target < min_nodes {
+        // A partial gang is useless: launch the whole gang at once.
+        min_nodes
+    } else {
+        
+        min_nodes + (target.min(max_nodes) - min_nodes) / step * step
+    };
+    if whole != target {
+        rules.fire(
+            "whole_gang",
+            format!(
+                "{target} is not a whole gang (min_nodes {min_nodes}, node_step {step}): {whole}"
+            ),
+            &[
+                ("target", target.into()),
+                ("whole", whole.into()),
+                ("previous", previous.into()),
+            ],
+        );
+    }
+    whole
+}
+
+fn hourly_cost(p: &Policy, input: &PoolInput<'_>, n: u32) -> f64 {
+    let (od, spot) = market_split(p, n);
+    let price = |m: Market| {
+        p.instance_types
+            .iter()
+            .find(|c| c.allows(m))
+            .and_then(|c| input.prices.price(&c.instance_type, m, None))
+            .unwrap_or(0.0)
+    };
+    f64::from(od) * price(Market::OnDemand) + f64::from(spot) * price(Market::Spot)
+}
+
+/// On-demand and spot counts for a total, with AWS MixedInstancesPolicy semantics: the base is
+/// on-demand; above it, on-demand gets `100 - spot_percentage` percent, rounded up.
+pub fn market_split(p: &Policy, total: u32) -> (u32, u32) {
+    if !p.any_allows(Market::Spot) {
+        return (total, 0);
+    }
+    if !p.any_allows(Market::OnDemand) {
+        return (0, total);
+    }
+    let base = total.min(p.on_demand_base);
+    let above = total - base;
+    let od_above =
+        (u64::from(above) * u64::from(100 - p.spot_percentage.min(100))).div_ceil(100) as u32;
+    (base + od_above, above - od_above)
+}
+
+/// Types and zones to avoid because of recent capacity errors or interruptions.
+struct Blocked<'a> {
+    /// (instance type, zone or None for all zones)
+    capacity: Vec<(&'a str, Option<&'a str>)>,
+    interrupted_types: Vec<&'a str>,
+}
+
+impl<'a> Blocked<'a> {
+    fn from(input: &'a PoolInput<'_>) -> Self {
+        let p = input.policy;
+        let mut b = Blocked {
+            capacity: Vec::new(),
+            interrupted_types: Vec::new(),
+        };
+        for i in input.incidents {
+            match i.kind {
+                IncidentKind::CapacityError
+                    if input.now_ms - i.at_ms < secs(p.capacity_error_backoff_sec) =>
+                {
+                    b.capacity
+                        .push((i.instance_type.as_str(), i.zone.as_deref()));
+                }
+                IncidentKind::Interruption
+                    if input.now_ms - i.at_ms < secs(p.capacity_error_backoff_sec) =>
+                {
+                    b.interrupted_types.push(i.instance_type.as_str());
+                }
+                _ => {}
+            }
+        }
+        b
+    }
+
+    /// The policy's zones minus those with recent capacity errors for this type; `None` when
+    /// every allowed zone is blocked.
+    fn zones_for(&self, p: &Policy, instance_type: &str) -> Vec<String> {
+        p.zones
+            .iter()
+            .filter(|z| {
+                !self
+                    .capacity
+                    .iter()
+                    .any(|(t, bz)| *t == instance_type && *bz == Some(z.as_str()))
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn usable(&self, p: &Policy, instance_type: &str, market: Market) -> bool {
+        if self
+            .capacity
+            .iter()
+            .any(|(t, z)| *t == instance_type && z.is_none())
+        {
+            return false;
+        }
+        if !p.zones.is_empty() && self.zones_for(p, instance_type).is_empty() {
+            return false;
+        }
+        !(market == Market::Spot && self.interrupted_types.contains(&instance_type))
+    }
+
+    fn first(&self, p: &Policy, market: Market, skip: Option<&str>) -> Option<String> {
+        p.instance_types
+            .iter()
+            .filter(|c| c.allows(market) && Some(c.instance_type.as_str()) != skip)
+            .find(|c| self.usable(p, &c.instance_type, market))
+            .map(|c| c.instance_type.clone())
+    }
+}
+
+fn split_by_type(
+    p: &Policy,
+    blocked: &Blocked<'_>,
+    rules: &mut Rules,
+    total: u32,
+) -> Vec<TypeTarget> {
+    let (mut od, mut spot) = market_split(p, total);
+    let mut out = Vec::new();
+    let spot_type = blocked.first(p, Market::Spot, None);
+    if spot > 0 && spot_type.is_none() {
+        rules.fire("spot_fallback", format!("no spot instance type is usable (recent capacity errors or interruptions): {spot} spot workers go on-demand"), &[("spot", spot.into())]);
+        od += spot;
+        spot = 0;
+    }
+    if od > 0 {
+        let t = blocked.first(p, Market::OnDemand, None).or_else(|| {
+            rules.fire(
+                "no_usable_type",
+                "every on-demand type had a recent capacity error: using the first by priority"
+                    .into(),
+                &[],
+            );
+            p.instance_types
+                .iter()
+                .find(|c| c.allows(Market::OnDemand))
+                .map(|c| c.instance_type.clone())
+        });
+        if let Some(t) = t {
+            out.push(TypeTarget {
+                zones: blocked.zones_for(p, &t),
+                instance_type: t,
+                market: Market::OnDemand,
+                count: od,
+            });
+        }
+    }
+    if let (true, Some(t)) = (spot > 0, spot_type) {
+        out.push(TypeTarget {
+            zones: blocked.zones_for(p, &t),
+            instance_type: t,
+            market: Market::Spot,
+            count: spot,
+        });
+    }
+    if total > 0 {
+        rules.fire(
+            "market_mix",
+            format!(
+                "{od} on-demand (base {}) and {spot} spot ({}% spot above the base)",
+                p.on_demand_base, p.spot_percentage
+            ),
+            &[("on_demand", od.into()), ("spot", spot.into())],
+        );
+    }
+    out
+}
+
+/// Interruptions in the window per spot worker the pool has had in it.
+fn interruption_rate(p: &Policy, input: &PoolInput<'_>, live: &[&Worker]) -> f64 {
+    let since = input.now_ms - secs(p.interruption_window_sec);
+    let n = input
+        .incidents
+        .iter()
+        .filter(|i| i.kind == IncidentKind::Interruption && i.at_ms >= since)
+        .count();
+    let spot = live.iter().filter(|w| w.market == Market::Spot).count();
+    if n == 0 {
+        0.0
+    } else {
+        n as f64 / spot.max(1) as f64
+    }
+}
+
+fn replacement_for(
+    p: &Policy,
+    blocked: &Blocked<'_>,
+    w: &Worker,
+    rate: f64,
+) -> (String, Market, String) {
+    if rate <= p.max_interruption_rate {
+        // The interrupted type is about to be reclaimed: try the next one by priority.
+        if let Some(t) = blocked.first(p, Market::Spot, Some(&w.instance_type)) {
+            return (
+                t,
+                Market::Spot,
+                format!("interruption rate {rate:.2} is low: the next spot type by priority"),
+            );
+        }
+    }
+    let t = blocked
+        .first(p, Market::OnDemand, None)
+        .or_else(|| {
+            p.instance_types
+                .iter()
+                .find(|c| c.allows(Market::OnDemand))
+                .map(|c| c.instance_type.clone())
+        })
+        .unwrap_or_else(|| w.instance_type.clone());
+    let why = if rate > p.max_interruption_rate {
+        format!(
+            "interruption rate {rate:.2} is above {}: on-demand",
+            p.max_interruption_rate
+        )
+    } else {
+        "no other spot type is usable: on-demand".to_string()
+    };
+    (t, Market::OnDemand, why)
+}
+
+fn scale_up_actions(by_type: &[TypeTarget], live: &[&Worker], mut shortfall: u32) -> Vec<Action> {
+    let mut out = Vec::new();
+    // Fill the market that is furthest below its share first.
+    let mut gaps: Vec<(&TypeTarget, u32)> = by_type
+        .iter()
+        .map(|t| {
+            let have = count(
+                live.iter()
+                    .filter(|w| !w.is_doomed() && w.market == t.market)
+                    .count(),
+            );
+            (t, t.count.saturating_sub(have))
+        })
+        .collect();
+    for (t, gap) in gaps.iter_mut() {
+        let n = (*gap).min(shortfall);
+        if n > 0 {
+            shortfall -= n;
+            out.push(Action::ScaleUp {
+                instance_type: t.instance_type.clone(),
+                market: t.market,
+                count: n,
+                zones: t.zones.clone(),
+            });
+        }
+    }
+    if shortfall > 0
+        && let Some(t) = by_type.first()
+    {
+        out.push(Action::ScaleUp {
+            instance_type: t.instance_type.clone(),
+            market: t.market,
+            count: shortfall,
+            zones: t.zones.clone(),
+        });
+    }
+    out
+}
+
+/// Idle workers first (lowest utilisation), then those of a market over its share, then the
+/// newest (the least work lost and, with per-second billing, nothing saved by keeping them).
+fn pick_for_removal(p: &Policy, live: &[&Worker], by_type: &[TypeTarget], n: usize) -> Vec<String> {
+    let share = |m: Market| {
+        by_type
+            .iter()
+            .filter(|t| t.market == m)
+            .map(|t| t.count)
+            .sum::<u32>()
+    };
+    let have = |m: Market| {
+        count(
+            live.iter()
+                .filter(|w| !w.is_doomed() && w.market == m)
+                .count(),
+        )
+    };
+    let over = |m: Market| have(m) > share(m);
+    let mut candidates: Vec<&&Worker> = live.iter().filter(|w| !w.is_doomed()).collect();
+    candidates.sort_by(|a, b| {
+        let idle = |w: &Worker| w.utilization.unwrap_or(0.0) < p.idle_utilization_threshold;
+        idle(b)
+            .cmp(&idle(a))
+            .then(
+                a.utilization
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.utilization.unwrap_or(0.0)),
+            )
+            .then(over(b.market).cmp(&over(a.market)))
+            .then(b.started_at_ms.cmp(&a.started_at_ms))
+            .then(a.id.cmp(&b.id))
+    });
+    candidates
+        .into_iter()
+        .take(n)
+        .map(|w| w.id.clone())
+        .collect()
+}
+
+fn record_need(state: &mut PoolState, need: u32, now: i64, window_sec: u64) {
+    if state.need_history.last().is_none_or(|(_, n)| *n != need) {
+        state.need_history.push((now, need));
+    }
+    // Keep the last point from before the window: it was in force at the window's start.
+    let start = now - secs(window_sec);
+    while state.need_history.len() > 1 && state.need_history[1].0 <= start {
+        state.need_history.remove(0);
+    }
+}
+
+fn secs(s: u64) -> i64 {
+    i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX / 2)
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn round_cents(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+#[path = "scale_tests.rs"]
+mod tests;
