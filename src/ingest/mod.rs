@@ -1,0 +1,4 @@
+//! Parsers for signals from outside the service: metrics that other systems push to us, turned
+//! into the plain samples the decision core reads.
+
+pub mod remote_write;
