@@ -8,6 +8,7 @@ pub mod app;
 pub mod catalog;
 pub mod config;
 pub mod core;
+pub mod fleet;
 pub mod ingest;
 pub mod snapshot;
 pub mod store;

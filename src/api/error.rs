@@ -259,6 +259,10 @@ impl From<StoreError> for ApiError {
                 "measured_at",
                 "a different measurement is already recorded for this workload, instance type, size and measured_at",
             ),
+            StoreError::UnknownPool { index, pool } => Self::invalid(
+                format!("samples[{index}].pool"),
+                format!("names no pool: `{pool}`; create it with PUT /v1/pools/{pool} first"),
+            ),
             StoreError::Database(e) if is_transient(&e) => {
                 tracing::warn!(error = %e, "transient database conflict");
                 Self::unavailable(

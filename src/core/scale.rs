@@ -642,9 +642,10 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     }
 
     if let Some(end) = up_cooldown_end.filter(|e| *e > now)
-        && bounded > target {
-            wake_at.push(end);
-        }
+        && bounded > target
+    {
+        wake_at.push(end);
+    }
     if let Some(end) = down_blocked {
         wake_at.push(end);
     }
@@ -789,7 +790,6 @@ fn whole_gangs(
         // A partial gang is useless: launch the whole gang at once.
         min_nodes
     } else {
-        
         min_nodes + (target.min(max_nodes) - min_nodes) / step * step
     };
     if whole != target {

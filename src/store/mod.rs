@@ -2,6 +2,8 @@
 //! chosen from the URL scheme. Both run the same SQL (written once, in `sql.rs`) against their
 //! own migrations; PostgreSQL adds cross-replica change notification.
 
+mod pool_sql;
+pub mod pools;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -10,7 +12,13 @@ use crate::catalog::ImportedOffering;
 use crate::core::benchmark::Benchmark;
 use crate::core::catalog::{GpuFacts, Market, Offering, OfferingKey, Provider};
 use crate::core::money::Micros;
+use crate::core::policy::Policy;
+use crate::core::scale::Worker;
 
+pub use pools::{
+    CloudNotice, DecisionRead, DecisionWrite, EventPage, EventRow, IngestReport, LatestSignal,
+    NewEvent, NewSample, NewWorker, NoticeOutcome, PoolRow,
+};
 pub use postgres::{CATALOG_CHANNEL, PgStore};
 pub use sqlite::SqliteStore;
 
@@ -43,6 +51,8 @@ pub enum StoreError {
     },
     #[error("a different measurement is already recorded for that workload, size and measured_at")]
     ConflictingBenchmark,
+    #[error("sample {index}: no pool `{pool}`")]
+    UnknownPool { index: usize, pool: String },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -220,5 +230,82 @@ impl Store {
 
     pub async fn price_history(&self, filter: &HistoryFilter) -> StoreResult<Vec<PricePoint>> {
         dispatch!(self, s => s.price_history(filter).await)
+    }
+
+    pub async fn put_pool(&self, name: &str, policy: &Policy, now_ms: i64) -> StoreResult<bool> {
+        dispatch!(self, s => s.put_pool(name, policy, now_ms).await)
+    }
+
+    pub async fn pools(&self) -> StoreResult<Vec<PoolRow>> {
+        dispatch!(self, s => s.pools().await)
+    }
+
+    pub async fn find_pool(&self, name: &str) -> StoreResult<Option<PoolRow>> {
+        dispatch!(self, s => s.find_pool(name).await)
+    }
+
+    pub async fn delete_pool(&self, name: &str) -> StoreResult<bool> {
+        dispatch!(self, s => s.delete_pool(name).await)
+    }
+
+    pub async fn put_worker(
+        &self,
+        pool: &str,
+        w: &NewWorker,
+        now_ms: i64,
+    ) -> StoreResult<Option<bool>> {
+        dispatch!(self, s => s.put_worker(pool, w, now_ms).await)
+    }
+
+    pub async fn stop_worker(&self, pool: &str, id: &str, now_ms: i64) -> StoreResult<bool> {
+        dispatch!(self, s => s.stop_worker(pool, id, now_ms).await)
+    }
+
+    pub async fn workers(&self, pool: &str, stopped_since_ms: i64) -> StoreResult<Vec<Worker>> {
+        dispatch!(self, s => s.workers(pool, stopped_since_ms).await)
+    }
+
+    pub async fn latest_signals(
+        &self,
+        pool: &str,
+        since_ms: i64,
+    ) -> StoreResult<Vec<LatestSignal>> {
+        dispatch!(self, s => s.latest_signals(pool, since_ms).await)
+    }
+
+    /// Stores a batch of samples all or nothing; every pool must exist.
+    pub async fn ingest(
+        &self,
+        samples: &[NewSample],
+        busy: impl Fn(&Policy, &NewSample) -> bool,
+        now_ms: i64,
+    ) -> StoreResult<IngestReport> {
+        dispatch!(self, s => s.ingest(samples, busy, now_ms).await)
+    }
+
+    pub async fn record_notices(
+        &self,
+        notices: &[CloudNotice],
+        now_ms: i64,
+    ) -> StoreResult<Vec<NoticeOutcome>> {
+        dispatch!(self, s => s.record_notices(notices, now_ms).await)
+    }
+
+    /// One pool decision under the pool's lock; `None` when the pool does not exist.
+    pub async fn decide_pool<R>(
+        &self,
+        name: &str,
+        now_ms: i64,
+        decide: impl FnOnce(&DecisionRead) -> (DecisionWrite, R),
+    ) -> StoreResult<Option<R>> {
+        dispatch!(self, s => s.decide_pool(name, now_ms, decide).await)
+    }
+
+    pub async fn events(&self, pool: &str, page: EventPage) -> StoreResult<Vec<EventRow>> {
+        dispatch!(self, s => s.events(pool, page).await)
+    }
+
+    pub async fn prune_samples(&self, before_ms: i64) -> StoreResult<u64> {
+        dispatch!(self, s => s.prune_samples(before_ms).await)
     }
 }

@@ -9,6 +9,7 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::StoreResult;
+use super::pool_sql::{pool_from_row, pool_sql, worker_from_row};
 use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
 
 /// The LISTEN/NOTIFY channel that announces catalog changes.
@@ -45,6 +46,11 @@ impl PgStore {
         Ok(listener)
     }
 
+    /// Reads a pool with its last busy time, locking its row until the transaction ends: concurrent decisions for one pool queue here (NO KEY UPDATE, so inserts that only reference the pool do not wait).
+    const LOCK_POOL: &'static str = "SELECT name, policy, state, last_decision, last_decision_key, last_decision_at_ms, since_ms, created_at_ms, updated_at_ms,
+        (SELECT last_busy_at_ms FROM pool_activity a WHERE a.pool = p.name) AS last_busy_at_ms
+        FROM pools p WHERE name = $1 FOR NO KEY UPDATE";
+
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
         Ok(self.pool.begin().await?)
     }
@@ -77,3 +83,4 @@ impl PgStore {
 }
 
 shared_sql!(PgStore, Postgres);
+pool_sql!(PgStore, Postgres);

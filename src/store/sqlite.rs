@@ -10,6 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::StoreResult;
+use super::pool_sql::{pool_from_row, pool_sql, worker_from_row};
 use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
 
 #[derive(Debug, Clone)]
@@ -43,6 +44,11 @@ impl SqliteStore {
         &self.pool
     }
 
+    /// Reads a pool with its last busy time; `BEGIN IMMEDIATE` already holds the database's one write lock.
+    const LOCK_POOL: &'static str = "SELECT name, policy, state, last_decision, last_decision_key, last_decision_at_ms, since_ms, created_at_ms, updated_at_ms,
+        (SELECT last_busy_at_ms FROM pool_activity a WHERE a.pool = p.name) AS last_busy_at_ms
+        FROM pools p WHERE name = $1";
+
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
@@ -64,3 +70,4 @@ impl SqliteStore {
 }
 
 shared_sql!(SqliteStore, Sqlite);
+pool_sql!(SqliteStore, Sqlite);

@@ -1,0 +1,77 @@
+-- Pools of training workers: the policy (complete, as JSON), the decision state the next
+-- decision reads under a row lock, and the last decision that changed something.
+CREATE TABLE pools (
+    name                TEXT PRIMARY KEY,
+    policy              TEXT NOT NULL,
+    state               TEXT NOT NULL DEFAULT '{}',
+    last_decision       TEXT,
+    last_decision_key   TEXT,
+    last_decision_at_ms BIGINT,
+    since_ms            BIGINT NOT NULL,
+    created_at_ms       BIGINT NOT NULL,
+    updated_at_ms       BIGINT NOT NULL
+);
+
+-- Workers stay after they stop (stopped_at_ms) so the day's spend still counts them.
+CREATE TABLE workers (
+    pool                 TEXT NOT NULL REFERENCES pools (name) ON DELETE CASCADE,
+    id                   TEXT NOT NULL,
+    instance_type        TEXT NOT NULL,
+    market               TEXT NOT NULL CHECK (market IN ('on_demand', 'spot')),
+    zone                 TEXT,
+    started_at_ms        BIGINT NOT NULL,
+    stopped_at_ms        BIGINT,
+    warning_kind         TEXT,
+    warning_at_ms        BIGINT,
+    warning_action_at_ms BIGINT,
+    updated_at_ms        BIGINT NOT NULL,
+    PRIMARY KEY (pool, id)
+);
+CREATE INDEX workers_by_id ON workers (id);
+
+-- Every accepted sample; the key makes a re-sent sample a no-op. Pool-level samples have
+-- worker ''. No foreign key: ingestion is the hot path, and deleting a pool deletes these.
+CREATE TABLE metric_samples (
+    pool           TEXT NOT NULL,
+    worker         TEXT NOT NULL,
+    name           TEXT NOT NULL,
+    at_ms          BIGINT NOT NULL,
+    value          DOUBLE PRECISION NOT NULL,
+    received_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (pool, worker, name, at_ms)
+);
+CREATE INDEX metric_samples_by_received ON metric_samples (received_at_ms);
+
+-- The newest sample per pool, worker and name: what a decision reads.
+CREATE TABLE signal_latest (
+    pool   TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    name   TEXT NOT NULL,
+    at_ms  BIGINT NOT NULL,
+    value  DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (pool, worker, name)
+);
+
+-- When a sample last showed work, for idle-to-zero; kept apart from the pool row so that
+-- ingestion never waits on a decision's lock.
+CREATE TABLE pool_activity (
+    pool            TEXT PRIMARY KEY,
+    last_busy_at_ms BIGINT NOT NULL
+);
+
+-- The pool's event log: scaling changes, interruptions, replacements, capacity errors, budget
+-- alarms. dedupe_key makes re-sent cloud events and repeated decisions log once.
+CREATE TABLE pool_events (
+    id            BIGSERIAL PRIMARY KEY,
+    pool          TEXT NOT NULL REFERENCES pools (name) ON DELETE CASCADE,
+    at_ms         BIGINT NOT NULL,
+    kind          TEXT NOT NULL,
+    worker        TEXT,
+    instance_type TEXT,
+    zone          TEXT,
+    detail        TEXT NOT NULL,
+    dedupe_key    TEXT,
+    recorded_at_ms BIGINT NOT NULL,
+    UNIQUE (pool, dedupe_key)
+);
+CREATE INDEX pool_events_newest ON pool_events (pool, at_ms DESC, id DESC);

@@ -1,0 +1,404 @@
+//! The policy as clients send it: every field but the binding and `max_workers` optional, with
+//! the documented defaults filled in here, and every bad field named in one 422.
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::error::{ApiError, FieldError};
+use crate::core::catalog::{CatalogSnapshot, Market};
+use crate::core::policy::*;
+
+/// An instance type: a name (both markets allowed) or a name with its allowed markets.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum InstanceTypeIn {
+    Name(String),
+    Choice {
+        instance_type: String,
+        /// Default: both markets.
+        markets: Option<Vec<Market>>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeName {
+    Queue,
+    Utilization,
+    Elastic,
+}
+
+/// A pool's policy. Defaults are given per field.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyIn {
+    /// A provider of the catalog (`aws`, `gcp`, ...).
+    pub provider: String,
+    pub region: String,
+    /// Zones the pool may launch in; default any zone of the region.
+    pub zones: Option<Vec<String>>,
+    /// Instance types in priority order, first preferred.
+    #[schema(value_type = Vec<Object>)]
+    pub instance_types: Vec<InstanceTypeIn>,
+    /// Default: the GPU count of the first instance type in the catalog.
+    pub gpus_per_worker: Option<u32>,
+    /// `queue` (default), `utilization` or `elastic`.
+    pub mode: Option<ModeName>,
+    /// Queue mode: GPUs one job uses (default `gpus_per_worker`).
+    pub gpus_per_job: Option<u32>,
+    /// Utilization mode: target mean GPU utilisation, 0..1 (default 0.7).
+    pub target_utilization: Option<f64>,
+    /// Utilization mode: ratios within this of 1 change nothing (default 0.1).
+    pub tolerance: Option<f64>,
+    /// Elastic mode: the job's smallest and largest node counts (required in that mode).
+    pub min_nodes: Option<u32>,
+    pub max_nodes: Option<u32>,
+    /// Elastic mode: nodes are added in whole gangs of this many (default 1).
+    pub node_step: Option<u32>,
+    /// Default 0.
+    pub min_workers: Option<u32>,
+    pub max_workers: u32,
+    /// One scale-up adds at most this percent of the current capacity (default 50).
+    pub max_step_percent: Option<f64>,
+    /// ...but at least this many workers (default 1).
+    pub min_step: Option<u32>,
+    /// Default 0.
+    pub scale_up_cooldown_sec: Option<u64>,
+    /// Default 300.
+    pub scale_down_cooldown_sec: Option<u64>,
+    /// Scale-down uses the highest need seen in this window (default 300).
+    pub stabilization_window_sec: Option<u64>,
+    /// No work and low utilisation this long → `min_workers` (default 600).
+    pub idle_to_zero_after_sec: Option<u64>,
+    /// GPU utilisation below this counts as idle (default 0.1).
+    pub idle_utilization_threshold: Option<f64>,
+    /// On-demand workers before any spot (default 0).
+    pub on_demand_base: Option<u32>,
+    /// Percent spot above the base (default 80); on-demand is rounded up.
+    pub spot_percentage: Option<u32>,
+    /// US dollars per UTC day.
+    pub daily_budget: Option<f64>,
+    /// `alarm` (default) or `cap`.
+    pub budget_action: Option<BudgetAction>,
+    /// Signals older than this are ignored (default 300).
+    pub signal_max_age_sec: Option<u64>,
+    /// Skip an instance type (in a zone) this long after a capacity error (default 600).
+    pub capacity_error_backoff_sec: Option<u64>,
+    /// Window for the pool's interruption rate (default 3600).
+    pub interruption_window_sec: Option<u64>,
+    /// Interruptions per spot worker in the window above which replacements go on-demand
+    /// (default 0.2).
+    pub max_interruption_rate: Option<f64>,
+}
+
+/// A week: longer cooldowns or windows are unit mistakes (milliseconds sent as seconds).
+const MAX_SECONDS: u64 = 7 * 24 * 3600;
+const MAX_WORKERS: u32 = 100_000;
+
+struct Checks(Vec<FieldError>);
+
+impl Checks {
+    fn fail(&mut self, field: impl Into<String>, problem: impl Into<String>) {
+        self.0.push(FieldError {
+            field: field.into(),
+            problem: problem.into(),
+            line: None,
+        });
+    }
+
+    fn seconds(&mut self, field: &str, v: Option<u64>, default: u64) -> u64 {
+        let v = v.unwrap_or(default);
+        if v > MAX_SECONDS {
+            self.fail(field, format!("must be at most {MAX_SECONDS} seconds (a week)"));
+        }
+        v
+    }
+
+    fn fraction(&mut self, field: &str, v: Option<f64>, default: f64, zero_ok: bool) -> f64 {
+        let v = v.unwrap_or(default);
+        if !v.is_finite() || v < 0.0 || v > 1.0 || (!zero_ok && v == 0.0) {
+            let range = if zero_ok { "[0, 1]" } else { "(0, 1]" };
+            self.fail(field, format!("must be a fraction in {range}, not {v}"));
+        }
+        v
+    }
+
+    fn only_in(&mut self, field: &str, given: bool, mode: &str) {
+        if given {
+            self.fail(field, format!("only applies to mode `{mode}`"));
+        }
+    }
+}
+
+/// Checks `p` against the catalog and fills in defaults.
+pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, ApiError> {
+    let mut c = Checks(Vec::new());
+    if !catalog.has_provider(&p.provider) {
+        return Err(ApiError::invalid(
+            "provider",
+            format!("is not a provider of the catalog: `{}`", p.provider),
+        ));
+    }
+    if p.instance_types.is_empty() {
+        c.fail("instance_types", "must name at least one instance type");
+    }
+    let mut instance_types = Vec::new();
+    let mut first_gpus = None;
+    for (i, t) in p.instance_types.iter().enumerate() {
+        let (name, markets) = match t {
+            InstanceTypeIn::Name(n) => (n.clone(), vec![Market::Spot, Market::OnDemand]),
+            InstanceTypeIn::Choice {
+                instance_type,
+                markets,
+            } => (
+                instance_type.clone(),
+                markets
+                    .clone()
+                    .unwrap_or_else(|| vec![Market::Spot, Market::OnDemand]),
+            ),
+        };
+        let offered: Vec<_> = catalog
+            .offerings_of(&p.provider, &name)
+            .filter(|o| o.key.region == p.region)
+            .collect();
+        if offered.is_empty() {
+            let anywhere = catalog.offerings_of(&p.provider, &name).next().is_some();
+            let problem = if anywhere {
+                format!(
+                    "`{name}` is not offered by {} in region `{}`",
+                    p.provider, p.region
+                )
+            } else {
+                format!("`{name}` is not an instance type of {}", p.provider)
+            };
+            c.fail(format!("instance_types[{i}].instance_type"), problem);
+        } else if i == 0 {
+            first_gpus = Some(offered[0].spec.gpu_count);
+        }
+        if markets.is_empty() {
+            c.fail(
+                format!("instance_types[{i}].markets"),
+                "must allow at least one market",
+            );
+        }
+        if instance_types
+            .iter()
+            .any(|x: &InstanceChoice| x.instance_type == name)
+        {
+            c.fail(
+                format!("instance_types[{i}].instance_type"),
+                format!("`{name}` is listed twice"),
+            );
+        }
+        instance_types.push(InstanceChoice {
+            instance_type: name,
+            markets,
+        });
+    }
+    let zones = p.zones.clone().unwrap_or_default();
+    for (i, z) in zones.iter().enumerate() {
+        if z.trim().is_empty() {
+            c.fail(format!("zones[{i}]"), "must not be empty");
+        } else if zones[..i].contains(z) {
+            c.fail(format!("zones[{i}]"), format!("`{z}` is listed twice"));
+        }
+    }
+    let gpus_per_worker = match (p.gpus_per_worker, first_gpus) {
+        (Some(0), _) => {
+            c.fail("gpus_per_worker", "must be at least 1");
+            1
+        }
+        (Some(n), _) => n,
+        (None, Some(g)) if g >= 1.0 => g.round() as u32,
+        (None, Some(_)) => {
+            c.fail(
+                "gpus_per_worker",
+                "is required: the first instance type has a fractional GPU",
+            );
+            1
+        }
+        (None, None) => 1,
+    };
+    let mode_name = p.mode.unwrap_or(ModeName::Queue);
+    c.only_in("gpus_per_job", p.gpus_per_job.is_some() && mode_name != ModeName::Queue, "queue");
+    let util_given = p.target_utilization.is_some() || p.tolerance.is_some();
+    c.only_in("target_utilization", util_given && mode_name != ModeName::Utilization, "utilization");
+    let elastic_given = p.min_nodes.is_some() || p.max_nodes.is_some() || p.node_step.is_some();
+    c.only_in("min_nodes", elastic_given && mode_name != ModeName::Elastic, "elastic");
+    let mode = match mode_name {
+        ModeName::Queue => {
+            let gpus_per_job = p.gpus_per_job.unwrap_or(gpus_per_worker);
+            if gpus_per_job == 0 {
+                c.fail("gpus_per_job", "must be at least 1");
+            }
+            Mode::Queue { gpus_per_job }
+        }
+        ModeName::Utilization => Mode::Utilization {
+            target_utilization: c.fraction(
+                "target_utilization",
+                p.target_utilization,
+                DEFAULT_TARGET_UTILIZATION,
+                false,
+            ),
+            tolerance: {
+                let t = c.fraction("tolerance", p.tolerance, DEFAULT_TOLERANCE, true);
+                if t >= 1.0 {
+                    c.fail("tolerance", "must be below 1");
+                }
+                t
+            },
+        },
+        ModeName::Elastic => {
+            let (min_nodes, max_nodes) = match (p.min_nodes, p.max_nodes) {
+                (Some(a), Some(b)) => (a, b),
+                _ => {
+                    c.fail("min_nodes", "mode `elastic` needs min_nodes and max_nodes");
+                    (1, 1)
+                }
+            };
+            if min_nodes == 0 {
+                c.fail("min_nodes", "must be at least 1");
+            }
+            if max_nodes < min_nodes {
+                c.fail("max_nodes", format!("must not be below min_nodes ({min_nodes})"));
+            }
+            let node_step = p.node_step.unwrap_or(1);
+            if node_step == 0 {
+                c.fail("node_step", "must be at least 1");
+            }
+            Mode::Elastic {
+                min_nodes,
+                max_nodes,
+                node_step,
+            }
+        }
+    };
+    let min_workers = p.min_workers.unwrap_or(0);
+    if p.max_workers == 0 {
+        c.fail("max_workers", "must be at least 1");
+    }
+    if p.max_workers > MAX_WORKERS {
+        c.fail("max_workers", format!("must be at most {MAX_WORKERS}"));
+    }
+    if min_workers > p.max_workers {
+        c.fail(
+            "min_workers",
+            format!("must not exceed max_workers ({})", p.max_workers),
+        );
+    }
+    let max_step_percent = p.max_step_percent.unwrap_or(DEFAULT_MAX_STEP_PERCENT);
+    if !(max_step_percent.is_finite() && max_step_percent > 0.0 && max_step_percent <= 1000.0) {
+        c.fail("max_step_percent", "must be a percentage in (0, 1000]");
+    }
+    let min_step = p.min_step.unwrap_or(DEFAULT_MIN_STEP);
+    if min_step == 0 {
+        c.fail("min_step", "must be at least 1");
+    }
+    let spot_percentage = p.spot_percentage.unwrap_or(DEFAULT_SPOT_PERCENTAGE);
+    if spot_percentage > 100 {
+        c.fail("spot_percentage", "must be a percentage from 0 to 100");
+    }
+    let on_demand_base = p.on_demand_base.unwrap_or(0);
+    if on_demand_base > MAX_WORKERS {
+        c.fail("on_demand_base", format!("must be at most {MAX_WORKERS}"));
+    }
+    if let Some(b) = p.daily_budget
+        && !(b.is_finite() && b > 0.0 && b <= 1e9)
+    {
+        c.fail("daily_budget", "must be a number of dollars greater than zero");
+    }
+    if p.budget_action.is_some() && p.daily_budget.is_none() {
+        c.fail("budget_action", "needs a daily_budget");
+    }
+    let max_interruption_rate = p
+        .max_interruption_rate
+        .unwrap_or(DEFAULT_MAX_INTERRUPTION_RATE);
+    if !(max_interruption_rate.is_finite() && max_interruption_rate >= 0.0) {
+        c.fail("max_interruption_rate", "must be a number at least zero");
+    }
+    let policy = Policy {
+        provider: p.provider,
+        region: p.region,
+        zones,
+        instance_types,
+        gpus_per_worker,
+        mode,
+        min_workers,
+        max_workers: p.max_workers,
+        max_step_percent,
+        min_step,
+        scale_up_cooldown_sec: c.seconds(
+            "scale_up_cooldown_sec",
+            p.scale_up_cooldown_sec,
+            DEFAULT_SCALE_UP_COOLDOWN_SEC,
+        ),
+        scale_down_cooldown_sec: c.seconds(
+            "scale_down_cooldown_sec",
+            p.scale_down_cooldown_sec,
+            DEFAULT_SCALE_DOWN_COOLDOWN_SEC,
+        ),
+        stabilization_window_sec: c.seconds(
+            "stabilization_window_sec",
+            p.stabilization_window_sec,
+            DEFAULT_STABILIZATION_WINDOW_SEC,
+        ),
+        idle_to_zero_after_sec: c.seconds(
+            "idle_to_zero_after_sec",
+            p.idle_to_zero_after_sec,
+            DEFAULT_IDLE_TO_ZERO_AFTER_SEC,
+        ),
+        idle_utilization_threshold: c.fraction(
+            "idle_utilization_threshold",
+            p.idle_utilization_threshold,
+            DEFAULT_IDLE_UTILIZATION_THRESHOLD,
+            true,
+        ),
+        on_demand_base,
+        spot_percentage,
+        daily_budget: p.daily_budget,
+        budget_action: p.budget_action.unwrap_or_default(),
+        signal_max_age_sec: c.seconds(
+            "signal_max_age_sec",
+            p.signal_max_age_sec,
+            DEFAULT_SIGNAL_MAX_AGE_SEC,
+        ),
+        capacity_error_backoff_sec: c.seconds(
+            "capacity_error_backoff_sec",
+            p.capacity_error_backoff_sec,
+            DEFAULT_CAPACITY_ERROR_BACKOFF_SEC,
+        ),
+        interruption_window_sec: c.seconds(
+            "interruption_window_sec",
+            p.interruption_window_sec,
+            DEFAULT_INTERRUPTION_WINDOW_SEC,
+        ),
+        max_interruption_rate,
+    };
+    if c.0.is_empty() {
+        Ok(policy)
+    } else {
+        Err(ApiError::invalid_fields(c.0))
+    }
+}
+
+/// Pool names are path segments, metric labels and Kubernetes-style names: lowercase letters,
+/// digits, `-`, `_` and `.`, starting with a letter or digit, at most 63 characters.
+pub fn check_pool_name(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "name",
+            "must be 1 to 63 lowercase letters, digits, `-`, `_` or `.`, starting with a letter or digit",
+        ))
+    }
+}

@@ -1,0 +1,576 @@
+//! The SQL for pools, workers, signals and events, written once for both backends like
+//! `sql.rs`. A pool decision runs in one transaction that first takes the pool's row lock
+//! (`LOCK_POOL`, which each backend defines), so concurrent decisions for one pool happen one
+//! after another; ingestion never touches that row and so never waits for a decision.
+
+/// Decodes a `pools` row selected with `POOL_COLUMNS`.
+macro_rules! pool_from_row {
+    ($row:expr) => {{
+        use sqlx::Row as _;
+        let row = $row;
+        let json = |col: &str| -> Result<String, sqlx::Error> { row.try_get::<String, _>(col) };
+        let decode = |e: serde_json::Error| sqlx::Error::Decode(e.into());
+        $crate::store::PoolRow {
+            name: row.try_get("name")?,
+            policy: serde_json::from_str(&json("policy")?).map_err(decode)?,
+            state: serde_json::from_str(&json("state")?).map_err(decode)?,
+            last_decision: row
+                .try_get::<Option<String>, _>("last_decision")?
+                .map(|s| serde_json::from_str(&s))
+                .transpose()
+                .map_err(decode)?,
+            last_decision_key: row.try_get("last_decision_key")?,
+            last_decision_at_ms: row.try_get("last_decision_at_ms")?,
+            since_ms: row.try_get("since_ms")?,
+            created_at_ms: row.try_get("created_at_ms")?,
+            updated_at_ms: row.try_get("updated_at_ms")?,
+        }
+    }};
+}
+
+macro_rules! worker_from_row {
+    ($row:expr) => {{
+        use sqlx::Row as _;
+        let row = $row;
+        let market: String = row.try_get("market")?;
+        let warning_kind: Option<String> = row.try_get("warning_kind")?;
+        $crate::core::scale::Worker {
+            id: row.try_get("id")?,
+            instance_type: row.try_get("instance_type")?,
+            market: market
+                .parse()
+                .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+            zone: row.try_get("zone")?,
+            started_at_ms: row.try_get("started_at_ms")?,
+            stopped_at_ms: row.try_get("stopped_at_ms")?,
+            warning: match warning_kind.as_deref() {
+                Some(kind) => Some($crate::core::scale::Warning {
+                    kind: if kind == "interruption_warning" {
+                        $crate::core::scale::WarningKind::InterruptionWarning
+                    } else {
+                        $crate::core::scale::WarningKind::RebalanceRecommendation
+                    },
+                    at_ms: row.try_get::<Option<i64>, _>("warning_at_ms")?.unwrap_or(0),
+                    action_at_ms: row.try_get("warning_action_at_ms")?,
+                }),
+                None => None,
+            },
+            utilization: None,
+        }
+    }};
+}
+
+pub(super) const WORKER_COLUMNS: &str = "id, instance_type, market, zone, started_at_ms, stopped_at_ms, warning_kind, warning_at_ms, warning_action_at_ms";
+
+/// Rows per multi-row statement: well under both backends' bind-parameter limits.
+pub(super) const CHUNK: usize = 1000;
+
+/// Implements the pool methods for `$store` (which defines `LOCK_POOL` and `begin_write`).
+macro_rules! pool_sql {
+    ($store:ty, $db:ty) => {
+        impl $store {
+            /// Creates or replaces a pool's policy; `true` when it was created. Replacing keeps
+            /// the decision state and restarts the idle clock.
+            pub async fn put_pool(
+                &self,
+                name: &str,
+                policy: &$crate::core::policy::Policy,
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<bool> {
+                let json = serde_json::to_string(policy).map_err(|e| sqlx::Error::Encode(e.into()))?;
+                let mut tx = self.begin_write().await?;
+                let updated = sqlx::query("UPDATE pools SET policy = $2, since_ms = $3, updated_at_ms = $3 WHERE name = $1")
+                    .bind(name)
+                    .bind(&json)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if updated == 0 {
+                    sqlx::query(
+                        "INSERT INTO pools (name, policy, state, since_ms, created_at_ms, updated_at_ms)
+                         VALUES ($1, $2, '{}', $3, $3, $3)",
+                    )
+                    .bind(name)
+                    .bind(&json)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(updated == 0)
+            }
+
+            pub async fn pools(&self) -> $crate::store::StoreResult<Vec<$crate::store::PoolRow>> {
+                let sql = format!("SELECT {} FROM pools ORDER BY name", $crate::store::pools::POOL_COLUMNS);
+                let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+                rows.iter().map(|r| Ok(pool_from_row!(r))).collect()
+            }
+
+            pub async fn find_pool(&self, name: &str) -> $crate::store::StoreResult<Option<$crate::store::PoolRow>> {
+                let sql = format!("SELECT {} FROM pools WHERE name = $1", $crate::store::pools::POOL_COLUMNS);
+                let row = sqlx::query(&sql).bind(name).fetch_optional(&self.pool).await?;
+                Ok(match row {
+                    Some(r) => Some(pool_from_row!(&r)),
+                    None => None,
+                })
+            }
+
+            /// Deletes a pool with its workers, samples and events; `false` if there was none.
+            pub async fn delete_pool(&self, name: &str) -> $crate::store::StoreResult<bool> {
+                let mut tx = self.begin_write().await?;
+                for table in ["metric_samples", "signal_latest", "pool_activity"] {
+                    sqlx::query(&format!("DELETE FROM {table} WHERE pool = $1"))
+                        .bind(name)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let n = sqlx::query("DELETE FROM pools WHERE name = $1")
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                tx.commit().await?;
+                Ok(n > 0)
+            }
+
+            /// Registers or updates a worker; `None` when the pool does not exist, else whether
+            /// the worker is new. Re-registering a stopped worker brings it back.
+            pub async fn put_worker(
+                &self,
+                pool: &str,
+                w: &$crate::store::NewWorker,
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<Option<bool>> {
+                let mut tx = self.begin_write().await?;
+                if sqlx::query("SELECT 1 FROM pools WHERE name = $1").bind(pool).fetch_optional(&mut *tx).await?.is_none() {
+                    return Ok(None);
+                }
+                let updated = sqlx::query(
+                    "UPDATE workers SET instance_type = $3, market = $4, zone = $5, started_at_ms = $6,
+                         stopped_at_ms = NULL, updated_at_ms = $7
+                     WHERE pool = $1 AND id = $2",
+                )
+                .bind(pool)
+                .bind(&w.id)
+                .bind(&w.instance_type)
+                .bind(w.market.as_str())
+                .bind(&w.zone)
+                .bind(w.started_at_ms)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if updated == 0 {
+                    sqlx::query(
+                        "INSERT INTO workers (pool, id, instance_type, market, zone, started_at_ms, updated_at_ms)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    )
+                    .bind(pool)
+                    .bind(&w.id)
+                    .bind(&w.instance_type)
+                    .bind(w.market.as_str())
+                    .bind(&w.zone)
+                    .bind(w.started_at_ms)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(Some(updated == 0))
+            }
+
+            /// Marks a live worker stopped; `false` if there is no such live worker.
+            pub async fn stop_worker(&self, pool: &str, id: &str, now_ms: i64) -> $crate::store::StoreResult<bool> {
+                let mut tx = self.begin_write().await?;
+                let n = sqlx::query(
+                    "UPDATE workers SET stopped_at_ms = $3, updated_at_ms = $3
+                     WHERE pool = $1 AND id = $2 AND stopped_at_ms IS NULL",
+                )
+                .bind(pool)
+                .bind(id)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                tx.commit().await?;
+                Ok(n > 0)
+            }
+
+            /// Live workers and those stopped at or after `stopped_since_ms`.
+            pub async fn workers(
+                &self,
+                pool: &str,
+                stopped_since_ms: i64,
+            ) -> $crate::store::StoreResult<Vec<$crate::core::scale::Worker>> {
+                let mut conn = self.pool.acquire().await?;
+                Self::workers_in(&mut conn, pool, stopped_since_ms).await
+            }
+
+            async fn workers_in(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                pool: &str,
+                stopped_since_ms: i64,
+            ) -> $crate::store::StoreResult<Vec<$crate::core::scale::Worker>> {
+                let sql = format!(
+                    "SELECT {} FROM workers WHERE pool = $1 AND (stopped_at_ms IS NULL OR stopped_at_ms >= $2)
+                     ORDER BY started_at_ms, id",
+                    $crate::store::pool_sql::WORKER_COLUMNS
+                );
+                let rows = sqlx::query(&sql).bind(pool).bind(stopped_since_ms).fetch_all(&mut *conn).await?;
+                rows.iter().map(|r| Ok(worker_from_row!(r))).collect()
+            }
+
+            /// The newest sample of each series of a pool at or after `since_ms`.
+            pub async fn latest_signals(
+                &self,
+                pool: &str,
+                since_ms: i64,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::LatestSignal>> {
+                let mut conn = self.pool.acquire().await?;
+                Self::latest_in(&mut conn, pool, since_ms).await
+            }
+
+            async fn latest_in(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                pool: &str,
+                since_ms: i64,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::LatestSignal>> {
+                use sqlx::Row as _;
+                let rows = sqlx::query(
+                    "SELECT worker, name, value, at_ms FROM signal_latest
+                     WHERE pool = $1 AND at_ms >= $2 ORDER BY worker, name",
+                )
+                .bind(pool)
+                .bind(since_ms)
+                .fetch_all(&mut *conn)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok($crate::store::LatestSignal {
+                            worker: r.try_get("worker")?,
+                            name: r.try_get("name")?,
+                            value: r.try_get("value")?,
+                            at_ms: r.try_get("at_ms")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            /// Stores a batch of samples all or nothing. Every pool must exist; `busy` says
+            /// whether a sample shows work under its pool's policy (for idle-to-zero).
+            pub async fn ingest(
+                &self,
+                samples: &[$crate::store::NewSample],
+                busy: impl Fn(&$crate::core::policy::Policy, &$crate::store::NewSample) -> bool,
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<$crate::store::IngestReport> {
+                use std::collections::BTreeMap;
+                let mut tx = self.begin_write().await?;
+                // Pools first: a batch naming an unknown pool stores nothing.
+                let mut policies: BTreeMap<&str, $crate::core::policy::Policy> = BTreeMap::new();
+                for (index, s) in samples.iter().enumerate() {
+                    if policies.contains_key(s.pool.as_str()) {
+                        continue;
+                    }
+                    let row: Option<(String,)> = sqlx::query_as("SELECT policy FROM pools WHERE name = $1")
+                        .bind(&s.pool)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    let Some((json,)) = row else {
+                        return Err($crate::store::StoreError::UnknownPool { index, pool: s.pool.clone() });
+                    };
+                    let policy = serde_json::from_str(&json).map_err(|e| sqlx::Error::Decode(e.into()))?;
+                    policies.insert(s.pool.as_str(), policy);
+                }
+                // One lock order for every writer (sorted keys), so concurrent batches that
+                // overlap cannot deadlock.
+                let mut sorted: Vec<&$crate::store::NewSample> = samples.iter().collect();
+                sorted.sort_by(|a, b| (&a.pool, &a.worker, a.name, a.at_ms).cmp(&(&b.pool, &b.worker, b.name, b.at_ms)));
+                let mut inserted = 0;
+                for chunk in sorted.chunks($crate::store::pool_sql::CHUNK) {
+                    let mut q = sqlx::QueryBuilder::<$db>::new(
+                        "INSERT INTO metric_samples (pool, worker, name, at_ms, value, received_at_ms) ",
+                    );
+                    q.push_values(chunk, |mut b, s| {
+                        b.push_bind(&s.pool)
+                            .push_bind(&s.worker)
+                            .push_bind(s.name)
+                            .push_bind(s.at_ms)
+                            .push_bind(s.value)
+                            .push_bind(now_ms);
+                    });
+                    q.push(" ON CONFLICT (pool, worker, name, at_ms) DO NOTHING");
+                    inserted += q.build().execute(&mut *tx).await?.rows_affected();
+                }
+                // The newest per series, and the newest busy time per pool.
+                let mut latest: BTreeMap<(&str, &str, &str), &$crate::store::NewSample> = BTreeMap::new();
+                let mut busy_at: BTreeMap<&str, i64> = BTreeMap::new();
+                for s in &sorted {
+                    let e = latest.entry((s.pool.as_str(), s.worker.as_str(), s.name)).or_insert(s);
+                    if s.at_ms > e.at_ms {
+                        *e = s;
+                    }
+                    if policies.get(s.pool.as_str()).is_some_and(|p| busy(p, s)) {
+                        let b = busy_at.entry(s.pool.as_str()).or_insert(s.at_ms);
+                        *b = (*b).max(s.at_ms);
+                    }
+                }
+                let latest: Vec<_> = latest.into_values().collect();
+                for chunk in latest.chunks($crate::store::pool_sql::CHUNK) {
+                    let mut q = sqlx::QueryBuilder::<$db>::new("INSERT INTO signal_latest (pool, worker, name, at_ms, value) ");
+                    q.push_values(chunk, |mut b, s| {
+                        b.push_bind(&s.pool).push_bind(&s.worker).push_bind(s.name).push_bind(s.at_ms).push_bind(s.value);
+                    });
+                    q.push(
+                        " ON CONFLICT (pool, worker, name) DO UPDATE SET at_ms = excluded.at_ms, value = excluded.value
+                          WHERE excluded.at_ms > signal_latest.at_ms",
+                    );
+                    q.build().execute(&mut *tx).await?;
+                }
+                for (pool, at) in busy_at {
+                    sqlx::query(
+                        "INSERT INTO pool_activity (pool, last_busy_at_ms) VALUES ($1, $2)
+                         ON CONFLICT (pool) DO UPDATE SET last_busy_at_ms = excluded.last_busy_at_ms
+                         WHERE excluded.last_busy_at_ms > pool_activity.last_busy_at_ms",
+                    )
+                    .bind(pool)
+                    .bind(at)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                let total = samples.len() as u64;
+                Ok($crate::store::IngestReport { accepted: total, duplicates: total.saturating_sub(inserted) })
+            }
+
+            /// Records cloud notices all or nothing: each is matched to a pool (by name or by
+            /// the worker's id), logged once per sender id, and marks its worker.
+            pub async fn record_notices(
+                &self,
+                notices: &[$crate::store::CloudNotice],
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::NoticeOutcome>> {
+                use $crate::store::NoticeOutcome;
+                let mut tx = self.begin_write().await?;
+                let mut out = Vec::with_capacity(notices.len());
+                for n in notices {
+                    let found: Option<(String, Option<String>, Option<String>)> = match (&n.pool, &n.worker) {
+                        (Some(pool), Some(worker)) => sqlx::query_as(
+                            "SELECT pool, instance_type, zone FROM workers WHERE pool = $1 AND id = $2",
+                        )
+                        .bind(pool)
+                        .bind(worker)
+                        .fetch_optional(&mut *tx)
+                        .await?,
+                        (None, Some(worker)) => sqlx::query_as(
+                            "SELECT pool, instance_type, zone FROM workers WHERE id = $1
+                             ORDER BY stopped_at_ms IS NULL DESC, started_at_ms DESC LIMIT 1",
+                        )
+                        .bind(worker)
+                        .fetch_optional(&mut *tx)
+                        .await?,
+                        (Some(pool), None) => sqlx::query_as(
+                            "SELECT name, CAST(NULL AS TEXT), CAST(NULL AS TEXT) FROM pools WHERE name = $1",
+                        )
+                        .bind(pool)
+                        .fetch_optional(&mut *tx)
+                        .await?,
+                        (None, None) => None,
+                    };
+                    let Some((pool, worker_type, worker_zone)) = found else {
+                        out.push(NoticeOutcome::Unmatched);
+                        continue;
+                    };
+                    let instance_type = n.instance_type.clone().or(worker_type);
+                    let zone = n.zone.clone().or(worker_zone);
+                    let key = n.id.clone().unwrap_or_else(|| {
+                        format!("{}:{}:{}", n.kind, n.worker.as_deref().unwrap_or(""), n.at_ms)
+                    });
+                    let inserted = sqlx::query(
+                        "INSERT INTO pool_events (pool, at_ms, kind, worker, instance_type, zone, detail, dedupe_key, recorded_at_ms)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                         ON CONFLICT (pool, dedupe_key) DO NOTHING",
+                    )
+                    .bind(&pool)
+                    .bind(n.at_ms)
+                    .bind(n.kind)
+                    .bind(&n.worker)
+                    .bind(&instance_type)
+                    .bind(&zone)
+                    .bind(n.detail.to_string())
+                    .bind(&key)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if inserted == 0 {
+                        out.push(NoticeOutcome::Duplicate { pool });
+                        continue;
+                    }
+                    if let (Some(worker), true) = (&n.worker, n.kind != "capacity_error") {
+                        // An interruption warning outranks a rebalance recommendation.
+                        sqlx::query(
+                            "UPDATE workers SET warning_kind = $3, warning_at_ms = $4, warning_action_at_ms = $5,
+                                 updated_at_ms = $6
+                             WHERE pool = $1 AND id = $2
+                               AND (warning_kind IS NULL OR warning_kind <> 'interruption_warning')",
+                        )
+                        .bind(&pool)
+                        .bind(worker)
+                        .bind(n.kind)
+                        .bind(n.at_ms)
+                        .bind(n.action_at_ms)
+                        .bind(now_ms)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    out.push(NoticeOutcome::Recorded { pool });
+                }
+                tx.commit().await?;
+                Ok(out)
+            }
+
+            /// Runs one pool decision: locks the pool, reads what the decision needs, lets
+            /// `decide` compute (pure, no awaits inside), writes what it returns, commits.
+            /// `None` when the pool does not exist.
+            pub async fn decide_pool<R>(
+                &self,
+                name: &str,
+                now_ms: i64,
+                decide: impl FnOnce(&$crate::store::DecisionRead) -> ($crate::store::DecisionWrite, R),
+            ) -> $crate::store::StoreResult<Option<R>> {
+                use sqlx::Row as _;
+                let mut tx = self.begin_write().await?;
+                let Some(row) = sqlx::query(Self::LOCK_POOL).bind(name).fetch_optional(&mut *tx).await? else {
+                    return Ok(None);
+                };
+                let pool = pool_from_row!(&row);
+                let last_busy_at_ms: Option<i64> = row.try_get("last_busy_at_ms")?;
+                let p = &pool.policy;
+                let day_start = $crate::core::cost::day_start(now_ms);
+                let workers = Self::workers_in(&mut *tx, name, day_start).await?;
+                let max_age = i64::try_from(p.signal_max_age_sec.saturating_mul(1000)).unwrap_or(i64::MAX / 2);
+                let latest = Self::latest_in(&mut *tx, name, now_ms.saturating_sub(max_age)).await?;
+                let lookback = p.capacity_error_backoff_sec.max(p.interruption_window_sec);
+                let since = now_ms.saturating_sub(i64::try_from(lookback.saturating_mul(1000)).unwrap_or(i64::MAX / 2));
+                let rows = sqlx::query(
+                    "SELECT kind, instance_type, zone, at_ms FROM pool_events
+                     WHERE pool = $1 AND at_ms >= $2 AND kind IN ('interruption_warning', 'capacity_error')
+                       AND instance_type IS NOT NULL",
+                )
+                .bind(name)
+                .bind(since)
+                .fetch_all(&mut *tx)
+                .await?;
+                let incidents = rows
+                    .iter()
+                    .map(|r| {
+                        let kind: String = r.try_get("kind")?;
+                        Ok($crate::core::scale::Incident {
+                            kind: if kind == "capacity_error" {
+                                $crate::core::scale::IncidentKind::CapacityError
+                            } else {
+                                $crate::core::scale::IncidentKind::Interruption
+                            },
+                            instance_type: r.try_get("instance_type")?,
+                            zone: r.try_get("zone")?,
+                            at_ms: r.try_get("at_ms")?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                let read = $crate::store::DecisionRead { pool, workers, latest, last_busy_at_ms, incidents };
+                let (write, answer) = decide(&read);
+                if write.state.is_none() && write.events.is_empty() && write.last_decision.is_none() {
+                    // Nothing to write: end the read without a commit record.
+                    tx.rollback().await?;
+                    return Ok(Some(answer));
+                }
+                if let Some(state) = &write.state {
+                    let json = serde_json::to_string(state).map_err(|e| sqlx::Error::Encode(e.into()))?;
+                    sqlx::query("UPDATE pools SET state = $2 WHERE name = $1")
+                        .bind(name)
+                        .bind(json)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some((key, rendered)) = &write.last_decision {
+                    sqlx::query(
+                        "UPDATE pools SET last_decision = $2, last_decision_key = $3, last_decision_at_ms = $4
+                         WHERE name = $1",
+                    )
+                    .bind(name)
+                    .bind(rendered.to_string())
+                    .bind(key)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                for e in &write.events {
+                    sqlx::query(
+                        "INSERT INTO pool_events (pool, at_ms, kind, worker, instance_type, zone, detail, dedupe_key, recorded_at_ms)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                         ON CONFLICT (pool, dedupe_key) DO NOTHING",
+                    )
+                    .bind(name)
+                    .bind(e.at_ms)
+                    .bind(e.kind)
+                    .bind(&e.worker)
+                    .bind(&e.instance_type)
+                    .bind(&e.zone)
+                    .bind(e.detail.to_string())
+                    .bind(&e.dedupe_key)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(Some(answer))
+            }
+
+            /// A page of a pool's events, newest first.
+            pub async fn events(
+                &self,
+                pool: &str,
+                page: $crate::store::EventPage,
+            ) -> $crate::store::StoreResult<Vec<$crate::store::EventRow>> {
+                use sqlx::Row as _;
+                let mut q = sqlx::QueryBuilder::<$db>::new(
+                    "SELECT id, pool, at_ms, kind, worker, instance_type, zone, detail FROM pool_events WHERE pool = ",
+                );
+                q.push_bind(pool);
+                if let Some((at, id)) = page.after {
+                    q.push(" AND (at_ms < ").push_bind(at).push(" OR (at_ms = ").push_bind(at).push(" AND id < ").push_bind(id).push("))");
+                }
+                q.push(" ORDER BY at_ms DESC, id DESC LIMIT ").push_bind(i64::try_from(page.limit).unwrap_or(i64::MAX));
+                let rows = q.build().fetch_all(&self.pool).await?;
+                rows.iter()
+                    .map(|r| {
+                        let detail: String = r.try_get("detail")?;
+                        Ok($crate::store::EventRow {
+                            id: r.try_get("id")?,
+                            pool: r.try_get("pool")?,
+                            at_ms: r.try_get("at_ms")?,
+                            kind: r.try_get("kind")?,
+                            worker: r.try_get("worker")?,
+                            instance_type: r.try_get("instance_type")?,
+                            zone: r.try_get("zone")?,
+                            detail: serde_json::from_str(&detail).map_err(|e| sqlx::Error::Decode(e.into()))?,
+                        })
+                    })
+                    .collect()
+            }
+
+            /// Deletes samples received before `before_ms`; the latest per series stays.
+            pub async fn prune_samples(&self, before_ms: i64) -> $crate::store::StoreResult<u64> {
+                Ok(sqlx::query("DELETE FROM metric_samples WHERE received_at_ms < $1")
+                    .bind(before_ms)
+                    .execute(&self.pool)
+                    .await?
+                    .rows_affected())
+            }
+        }
+    };
+}
+
+pub(super) use {pool_from_row, pool_sql, worker_from_row};

@@ -1,0 +1,148 @@
+//! What the store keeps for pools of workers: the rows it hands out and takes in. The SQL that
+//! reads and writes them is in `pool_sql.rs`.
+
+use crate::core::catalog::Market;
+use crate::core::policy::Policy;
+use crate::core::scale::{Incident, PoolState, Worker};
+
+/// Columns of `pools` that a pool row is decoded from.
+pub(super) const POOL_COLUMNS: &str = "name, policy, state, last_decision, last_decision_key, last_decision_at_ms, since_ms, created_at_ms, updated_at_ms";
+
+/// A pool as stored.
+#[derive(Debug, Clone)]
+pub struct PoolRow {
+    pub name: String,
+    pub policy: Policy,
+    pub state: PoolState,
+    /// The last decision that changed something, as the API rendered it.
+    pub last_decision: Option<serde_json::Value>,
+    pub last_decision_key: Option<String>,
+    pub last_decision_at_ms: Option<i64>,
+    /// When the policy was last put: the idle clock starts no earlier.
+    pub since_ms: i64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// One accepted sample. Pool-level samples have `worker` empty.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSample {
+    pub pool: String,
+    pub worker: String,
+    pub name: &'static str,
+    pub value: f64,
+    pub at_ms: i64,
+}
+
+/// What an ingestion batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IngestReport {
+    pub accepted: u64,
+    /// Samples already stored with the same pool, worker, name and time.
+    pub duplicates: u64,
+}
+
+/// The newest sample of one series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatestSignal {
+    pub worker: String,
+    pub name: String,
+    pub value: f64,
+    pub at_ms: i64,
+}
+
+/// Everything a pool decision reads, read under the pool's lock.
+#[derive(Debug, Clone)]
+pub struct DecisionRead {
+    pub pool: PoolRow,
+    /// Live workers and those stopped today.
+    pub workers: Vec<Worker>,
+    /// Series newer than the policy's signal age limit.
+    pub latest: Vec<LatestSignal>,
+    pub last_busy_at_ms: Option<i64>,
+    pub incidents: Vec<Incident>,
+}
+
+/// What a pool decision writes, in the same transaction.
+#[derive(Debug, Clone, Default)]
+pub struct DecisionWrite {
+    /// The new state, when it differs from the one read.
+    pub state: Option<PoolState>,
+    pub events: Vec<NewEvent>,
+    /// The decision to show as the pool's last, when its outcome changed: (key, rendering).
+    pub last_decision: Option<(String, serde_json::Value)>,
+}
+
+/// An entry for a pool's event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub kind: &'static str,
+    pub at_ms: i64,
+    pub worker: Option<String>,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub detail: serde_json::Value,
+    /// Events with the same key in one pool are logged once.
+    pub dedupe_key: Option<String>,
+}
+
+/// A logged event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    pub id: i64,
+    pub pool: String,
+    pub at_ms: i64,
+    pub kind: String,
+    pub worker: Option<String>,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub detail: serde_json::Value,
+}
+
+/// A worker as a caller registers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewWorker {
+    pub id: String,
+    pub instance_type: String,
+    pub market: Market,
+    pub zone: Option<String>,
+    pub started_at_ms: i64,
+}
+
+/// A cloud notice about a worker or about capacity, before it is matched to a pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudNotice {
+    /// `interruption_warning`, `rebalance_recommendation` or `capacity_error`.
+    pub kind: &'static str,
+    /// The pool, when the sender knows it; otherwise found from the worker.
+    pub pool: Option<String>,
+    pub worker: Option<String>,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub at_ms: i64,
+    pub action_at_ms: Option<i64>,
+    /// The sender's event id, so a re-sent notice is logged once.
+    pub id: Option<String>,
+    pub detail: serde_json::Value,
+}
+
+/// What happened to each notice of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoticeOutcome {
+    Recorded {
+        pool: String,
+    },
+    Duplicate {
+        pool: String,
+    },
+    /// No pool has this worker (or the named pool does not exist).
+    Unmatched,
+}
+
+/// One page of a pool's events, newest first.
+#[derive(Debug, Clone, Copy)]
+pub struct EventPage {
+    /// Continue after this (at_ms, id).
+    pub after: Option<(i64, i64)>,
+    pub limit: usize,
+}
