@@ -7,10 +7,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use crate::api::metrics::Metrics;
 use crate::catalog::bundled::BUNDLED;
 use crate::catalog::gpu_facts::{BUNDLED_GPUS_CSV, parse_gpu_facts};
 use crate::catalog::skypilot;
 use crate::config::{Config, ServeConfig};
+use crate::ingest::remote_write::LabelMapping;
 use crate::snapshot::CatalogCache;
 use crate::store::{CatalogImport, ImportReport, Store};
 use crate::timefmt::{now_ms, parse_rfc3339_ms};
@@ -22,6 +24,11 @@ pub struct AppState {
     pub store: Store,
     /// The in-memory catalog every catalog read is served from.
     pub catalog: Arc<CatalogCache>,
+    pub metrics: Arc<Metrics>,
+    /// How remote-write series map to pools and workers.
+    pub remote_write: Arc<LabelMapping>,
+    /// Largest decompressed remote-write body.
+    pub max_decompressed_bytes: usize,
 }
 
 /// Connects to the configured database and applies pending migrations.
@@ -73,7 +80,38 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         .await
         .context("cannot load the catalog")?;
     catalog.follow_changes(store.clone(), serve.catalog_poll());
-    Ok(AppState { store, catalog })
+    prune_samples(store.clone(), serve.sample_retention_hours);
+    let remote_write = LabelMapping {
+        pool_label: serve.remote_write_pool_label.clone(),
+        worker_label: serve.remote_write_worker_label.clone(),
+        ..LabelMapping::default()
+    };
+    Ok(AppState {
+        store,
+        catalog,
+        metrics: Arc::new(Metrics::default()),
+        remote_write: Arc::new(remote_write),
+        max_decompressed_bytes: serve.max_ingest_bytes.saturating_mul(4),
+    })
+}
+
+/// Deletes raw samples past their retention every ten minutes, in the background.
+fn prune_samples(store: Store, retention_hours: u64) {
+    let retention_ms = i64::try_from(retention_hours.saturating_mul(3_600_000)).unwrap_or(i64::MAX);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
+        loop {
+            tick.tick().await;
+            match store
+                .prune_samples(now_ms().saturating_sub(retention_ms))
+                .await
+            {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(deleted = n, "pruned old metric samples"),
+                Err(e) => tracing::warn!(error = %e, "could not prune metric samples"),
+            }
+        }
+    });
 }
 
 /// Serves `state` on an already-bound listener until `shutdown` resolves; in-flight requests

@@ -52,6 +52,32 @@ pub struct ServeConfig {
     /// Do not load the bundled catalog into an empty database.
     #[arg(long, env = "TRAINSCALER_NO_SEED", default_value_t = false)]
     pub no_seed: bool,
+
+    /// Largest webhook body (metric batches, remote-write, cloud events), in bytes; a
+    /// remote-write body may decompress to at most four times this.
+    #[arg(long, env = "TRAINSCALER_MAX_INGEST_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_ingest_bytes: usize,
+
+    /// The remote-write label that names a series' pool.
+    #[arg(
+        long,
+        env = "TRAINSCALER_REMOTE_WRITE_POOL_LABEL",
+        default_value = "pool"
+    )]
+    pub remote_write_pool_label: String,
+
+    /// The remote-write label that names a series' worker (dcgm-exporter sets `Hostname`);
+    /// `instance_id`, `node` and `instance` are tried when it is absent.
+    #[arg(
+        long,
+        env = "TRAINSCALER_REMOTE_WRITE_WORKER_LABEL",
+        default_value = "Hostname"
+    )]
+    pub remote_write_worker_label: String,
+
+    /// Hours raw metric samples are kept (the latest per series is always kept).
+    #[arg(long, env = "TRAINSCALER_SAMPLE_RETENTION_HOURS", default_value_t = 48)]
+    pub sample_retention_hours: u64,
 }
 
 impl ServeConfig {

@@ -19,6 +19,8 @@ use crate::core::job::{
     MemoryNeed, Objective, Optimizer, Precision, Sharding, StateBytes, Work,
 };
 use crate::core::select::select;
+use crate::fleet::decision::PoolDecision;
+use crate::timefmt::now_ms;
 
 /// `nodes`: an exact count or a range.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -91,10 +93,13 @@ pub struct JobIn {
     pub allow_slow_interconnect: Option<bool>,
 }
 
+/// Exactly one of `job` (which instance for this job) and `pool` (how many workers now).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecideRequest {
-    pub job: JobIn,
+    pub job: Option<JobIn>,
+    /// A pool's name.
+    pub pool: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -105,9 +110,13 @@ pub struct InstanceAnswer {
     pub catalog_version: i64,
 }
 
+/// `instance` for a job, `workers` for a pool.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DecideResponse {
-    pub instance: InstanceAnswer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<InstanceAnswer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<PoolDecision>,
 }
 
 /// Collects field problems so one response names them all.
@@ -347,28 +356,54 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
     }
 }
 
-/// Which instance for this job: ranked candidates with estimates and reasons, rejections by
-/// reason, and the assumptions behind the numbers. A job that fits nowhere is a 200 with no
-/// candidates and suggestions.
+/// Which instance for this job (`{"job": ...}`): ranked candidates with estimates and
+/// reasons, rejections by reason, and the assumptions behind the numbers; a job that fits
+/// nowhere is a 200 with no candidates and suggestions. How many workers now
+/// (`{"pool": "name"}`): the pool's target by type and market, the actions that reach it and
+/// every rule that fired. Concurrent pool decisions are serialised per pool.
 #[utoipa::path(post, path = "/decide", tag = "decide", request_body = DecideRequest,
     responses(
         (status = 200, description = "The decision", body = DecideResponse),
         (status = 400, description = "Not JSON, or an unknown field", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown provider", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field has a bad value", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown provider or pool", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field has a bad value, or neither or both of job and pool", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn decide(
     State(state): State<AppState>,
     ApiJson(request): ApiJson<DecideRequest>,
 ) -> Result<Json<DecideResponse>, ApiError> {
     let catalog = snapshot(&state)?;
-    let catalog_version = catalog.version();
-    let job = parse_job(request.job, &catalog)?;
-    let decision = select(&catalog, &BUNDLED_SPOT_RISK, &job);
-    Ok(Json(DecideResponse {
-        instance: InstanceAnswer {
-            decision,
-            catalog_version,
-        },
-    }))
+    match (request.job, request.pool) {
+        (Some(job), None) => {
+            let catalog_version = catalog.version();
+            let job = parse_job(job, &catalog)?;
+            let decision = select(&catalog, &BUNDLED_SPOT_RISK, &job);
+            state.metrics.decision("job", "", false);
+            Ok(Json(DecideResponse {
+                instance: Some(InstanceAnswer {
+                    decision,
+                    catalog_version,
+                }),
+                workers: None,
+            }))
+        }
+        (None, Some(pool)) => {
+            let answer = crate::fleet::decision::decide(&state.store, &catalog, &pool, now_ms())
+                .await?
+                .ok_or_else(|| ApiError::not_found("pool", format!("no pool `{pool}`")))?;
+            state.metrics.decision("pool", &pool, answer.changed);
+            Ok(Json(DecideResponse {
+                instance: None,
+                workers: Some(answer),
+            }))
+        }
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "body",
+            "give either `job` (which instance) or `pool` (how many workers), not both",
+        )),
+        (None, None) => Err(ApiError::invalid(
+            "body",
+            "give `job` (which instance for this job) or `pool` (how many workers now)",
+        )),
+    }
 }

@@ -139,6 +139,12 @@ impl ApiError {
         .with_field("content-type", format!("must be {expected}"))
     }
 
+    /// 413 with a specific reason (a body that decompresses too large, say).
+    pub fn payload_too_large(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", detail)
+            .with_field("body", "is too large")
+    }
+
     pub fn unavailable(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
     }

@@ -8,9 +8,15 @@ mod cursor;
 pub mod decide;
 pub mod error;
 pub mod extract;
+pub mod fleet;
 pub mod health;
+pub mod metrics;
 pub mod offerings;
+pub mod page;
+pub mod policy_in;
+pub mod pools;
 pub mod prices;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request};
@@ -44,7 +50,10 @@ use error::{ApiError, PROBLEM_JSON};
         (name = "prices", description = "Price observations and history"),
         (name = "decide", description = "Which instance for this job"),
         (name = "benchmarks", description = "Measured throughput and what to measure next"),
-        (name = "health", description = "Probes"),
+        (name = "pools", description = "Pools of workers, their policies, workers and events"),
+        (name = "signals", description = "Metric samples, remote-write and cloud notices arriving by webhook"),
+        (name = "fleet", description = "The whole fleet for dashboards and people"),
+        (name = "health", description = "Probes and metrics"),
     )
 )]
 struct ApiDoc;
@@ -52,7 +61,7 @@ struct ApiDoc;
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Routes with their OpenAPI operations; body limits differ between JSON and catalog uploads.
-fn routes(json_limit: usize, catalog_limit: usize) -> OpenApiRouter<AppState> {
+fn routes(json_limit: usize, catalog_limit: usize, ingest_limit: usize) -> OpenApiRouter<AppState> {
     let json = OpenApiRouter::new()
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
@@ -68,23 +77,46 @@ fn routes(json_limit: usize, catalog_limit: usize) -> OpenApiRouter<AppState> {
             benchmarks::list_benchmarks
         ))
         .routes(routes!(benchmarks::plan_benchmarks))
+        .routes(routes!(
+            pools::put_pool,
+            pools::get_pool,
+            pools::delete_pool
+        ))
+        .routes(routes!(pools::list_pools))
+        .routes(routes!(pools::put_worker, pools::delete_worker))
+        .routes(routes!(pools::list_events))
+        .routes(routes!(fleet::get_fleet))
+        .routes(routes!(fleet::get_fleet_pool))
+        .routes(routes!(fleet::fleet_page))
+        .routes(routes!(metrics::metrics))
         .layer(RequestBodyLimitLayer::new(json_limit));
     let uploads = OpenApiRouter::new()
         .routes(routes!(catalog::import_catalog))
         .layer(RequestBodyLimitLayer::new(catalog_limit));
+    let ingest = OpenApiRouter::new()
+        .routes(routes!(webhooks::post_metrics))
+        .routes(routes!(webhooks::post_prometheus))
+        .routes(routes!(webhooks::post_events))
+        .layer(RequestBodyLimitLayer::new(ingest_limit));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(json)
         .merge(uploads)
+        .merge(ingest)
 }
 
 /// The OpenAPI document, as committed in `openapi/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    routes(1, 1).split_for_parts().1
+    routes(1, 1, 1).split_for_parts().1
 }
 
 /// The whole HTTP application.
 pub fn router(state: AppState, config: &ServeConfig) -> Router {
-    let (api, spec) = routes(config.max_body_bytes, config.max_catalog_bytes).split_for_parts();
+    let (api, spec) = routes(
+        config.max_body_bytes,
+        config.max_catalog_bytes,
+        config.max_ingest_bytes,
+    )
+    .split_for_parts();
     let spec_json = spec.clone();
     api.route(
         "/openapi.json",
@@ -92,6 +124,10 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     )
     .merge(Scalar::with_url("/docs", spec))
     .fallback(|| async { ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
+    .route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        metrics::record_latency,
+    ))
     .with_state(state)
     // Innermost first. The tower-http limits above replace axum's default body limit; the
     // problem layer sits outside the timeout so that a 408 leaves as a problem document too.
@@ -105,7 +141,7 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     .layer(
         CorsLayer::new()
             .allow_origin(Any)
-            .allow_methods([Method::GET, Method::POST])
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
             .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION]),
     )
     .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {

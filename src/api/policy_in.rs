@@ -109,7 +109,10 @@ impl Checks {
     fn seconds(&mut self, field: &str, v: Option<u64>, default: u64) -> u64 {
         let v = v.unwrap_or(default);
         if v > MAX_SECONDS {
-            self.fail(field, format!("must be at most {MAX_SECONDS} seconds (a week)"));
+            self.fail(
+                field,
+                format!("must be at most {MAX_SECONDS} seconds (a week)"),
+            );
         }
         v
     }
@@ -220,11 +223,23 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
         (None, None) => 1,
     };
     let mode_name = p.mode.unwrap_or(ModeName::Queue);
-    c.only_in("gpus_per_job", p.gpus_per_job.is_some() && mode_name != ModeName::Queue, "queue");
+    c.only_in(
+        "gpus_per_job",
+        p.gpus_per_job.is_some() && mode_name != ModeName::Queue,
+        "queue",
+    );
     let util_given = p.target_utilization.is_some() || p.tolerance.is_some();
-    c.only_in("target_utilization", util_given && mode_name != ModeName::Utilization, "utilization");
+    c.only_in(
+        "target_utilization",
+        util_given && mode_name != ModeName::Utilization,
+        "utilization",
+    );
     let elastic_given = p.min_nodes.is_some() || p.max_nodes.is_some() || p.node_step.is_some();
-    c.only_in("min_nodes", elastic_given && mode_name != ModeName::Elastic, "elastic");
+    c.only_in(
+        "min_nodes",
+        elastic_given && mode_name != ModeName::Elastic,
+        "elastic",
+    );
     let mode = match mode_name {
         ModeName::Queue => {
             let gpus_per_job = p.gpus_per_job.unwrap_or(gpus_per_worker);
@@ -260,7 +275,10 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
                 c.fail("min_nodes", "must be at least 1");
             }
             if max_nodes < min_nodes {
-                c.fail("max_nodes", format!("must not be below min_nodes ({min_nodes})"));
+                c.fail(
+                    "max_nodes",
+                    format!("must not be below min_nodes ({min_nodes})"),
+                );
             }
             let node_step = p.node_step.unwrap_or(1);
             if node_step == 0 {
@@ -305,7 +323,10 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
     if let Some(b) = p.daily_budget
         && !(b.is_finite() && b > 0.0 && b <= 1e9)
     {
-        c.fail("daily_budget", "must be a number of dollars greater than zero");
+        c.fail(
+            "daily_budget",
+            "must be a number of dollars greater than zero",
+        );
     }
     if p.budget_action.is_some() && p.daily_budget.is_none() {
         c.fail("budget_action", "needs a daily_budget");

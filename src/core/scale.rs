@@ -21,6 +21,7 @@ pub const DEFAULT_EVALUATION_INTERVAL_MS: i64 = 30_000;
 
 /// What a pool remembers between decisions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PoolState {
     /// The target of the last decision; `None` before the first.
     pub desired: Option<u32>,

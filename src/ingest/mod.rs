@@ -1,4 +1,5 @@
 //! Parsers for signals from outside the service: metrics that other systems push to us, turned
 //! into the plain samples the decision core reads.
 
+pub mod cloud_events;
 pub mod remote_write;

@@ -123,6 +123,10 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         request_timeout_secs: 30,
         catalog_poll_ms: 200,
         no_seed,
+        max_ingest_bytes: 16 * 1024 * 1024,
+        remote_write_pool_label: "pool".into(),
+        remote_write_worker_label: "Hostname".into(),
+        sample_retention_hours: 48,
     }
 }
 

@@ -7,6 +7,7 @@ mod http_benchmarks;
 mod http_decide;
 mod http_import;
 mod http_offerings;
+mod http_pools;
 mod http_prices;
 mod http_surface;
 mod openapi_drift;

@@ -1,0 +1,237 @@
+//! `GET /metrics`: OpenMetrics text for Prometheus. Request latency by route, decision,
+//! ingestion and cloud-event counters are counted in this process; the per-pool gauges are
+//! read from the database at scrape time, so every replica reports the same fleet (aggregate
+//! them with `max by (pool)`, not `sum`).
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+use super::error::ApiError;
+use super::offerings::snapshot;
+use crate::app::AppState;
+use crate::fleet::view::fleet;
+use crate::timefmt::now_ms;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub kind: &'static str,
+    pub pool: String,
+    pub changed: bool,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub pool: String,
+}
+
+type PoolGauge = Family<PoolLabels, Gauge<f64, AtomicU64>>;
+
+/// The service's metrics and the registry that encodes them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub http: Family<HttpLabels, Histogram>,
+    pub decisions: Family<DecisionLabels, Counter>,
+    pub samples: Family<SourceLabels, Counter>,
+    pub cloud_events: Family<KindLabels, Counter>,
+    current: PoolGauge,
+    desired: PoolGauge,
+    cost_per_hour: PoolGauge,
+    spent_today: PoolGauge,
+    queue_depth: PoolGauge,
+    gpu_utilization: PoolGauge,
+    daily_budget: PoolGauge,
+    /// One scrape at a time refreshes the pool gauges.
+    scrape: Mutex<()>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("trainscaler");
+        let http = Family::<HttpLabels, Histogram>::new_with_constructor(|| {
+            // 0.5 ms to 10 s: decisions are sub-millisecond, imports take seconds.
+            Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0,
+            ])
+        });
+        registry.register(
+            "http_request_duration_seconds",
+            "Time to answer an HTTP request, by method, matched route and status",
+            http.clone(),
+        );
+        let decisions = Family::default();
+        registry.register(
+            "decisions",
+            "Decisions made: kind job or pool, and whether a pool's target changed",
+            decisions.clone(),
+        );
+        let samples = Family::default();
+        registry.register(
+            "samples_ingested",
+            "Metric samples accepted, by source",
+            samples.clone(),
+        );
+        let cloud_events = Family::default();
+        registry.register(
+            "cloud_events",
+            "Cloud notices recorded, by kind",
+            cloud_events.clone(),
+        );
+        let mut gauge = |name: &str, help: &str| {
+            let g = PoolGauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let current = gauge("pool_workers_current", "Live workers of the pool");
+        let desired = gauge(
+            "pool_workers_desired",
+            "The pool's target from its last decision",
+        );
+        let cost_per_hour = gauge(
+            "pool_cost_per_hour_dollars",
+            "Dollars per hour of the pool's live workers at catalog prices",
+        );
+        let spent_today = gauge(
+            "pool_spent_today_dollars",
+            "Dollars the pool has spent since 00:00 UTC",
+        );
+        let queue_depth = gauge("pool_queue_depth", "Jobs waiting in the pool's queue");
+        let gpu_utilization = gauge(
+            "pool_gpu_utilization",
+            "Mean GPU utilisation of the pool's live workers, 0 to 1",
+        );
+        let daily_budget = gauge("pool_daily_budget_dollars", "The pool's daily budget");
+        Self {
+            registry,
+            http,
+            decisions,
+            samples,
+            cloud_events,
+            current,
+            desired,
+            cost_per_hour,
+            spent_today,
+            queue_depth,
+            gpu_utilization,
+            daily_budget,
+            scrape: Mutex::new(()),
+        }
+    }
+}
+
+impl Metrics {
+    pub fn decision(&self, kind: &'static str, pool: &str, changed: bool) {
+        self.decisions
+            .get_or_create(&DecisionLabels {
+                kind,
+                pool: pool.to_string(),
+                changed,
+            })
+            .inc();
+    }
+}
+
+/// Times every request under its matched route (never the raw path: ids would explode the
+/// label set).
+pub async fn record_latency(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_string();
+    let response = next.run(req).await;
+    state
+        .metrics
+        .http
+        .get_or_create(&HttpLabels {
+            method,
+            route,
+            status: response.status().as_u16(),
+        })
+        .observe(start.elapsed().as_secs_f64());
+    response
+}
+
+/// Prometheus metrics (OpenMetrics text).
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text")))]
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let catalog = snapshot(&state)?;
+    let view = fleet(&state.store, &catalog, now_ms(), false).await?;
+    let m = &state.metrics;
+    let mut text = String::new();
+    {
+        let _one = m.scrape.lock().unwrap_or_else(|e| e.into_inner());
+        for g in [
+            &m.current,
+            &m.desired,
+            &m.cost_per_hour,
+            &m.spent_today,
+            &m.queue_depth,
+            &m.gpu_utilization,
+            &m.daily_budget,
+        ] {
+            g.clear();
+        }
+        for p in &view.pools {
+            let l = PoolLabels {
+                pool: p.name.clone(),
+            };
+            m.current.get_or_create(&l).set(f64::from(p.current));
+            m.desired
+                .get_or_create(&l)
+                .set(f64::from(p.desired.unwrap_or(p.current)));
+            m.cost_per_hour.get_or_create(&l).set(p.cost_per_hour);
+            m.spent_today.get_or_create(&l).set(p.spent_today);
+            if let Some(q) = p.queue_depth {
+                m.queue_depth.get_or_create(&l).set(q);
+            }
+            if let Some(u) = p.gpu_utilization {
+                m.gpu_utilization.get_or_create(&l).set(u);
+            }
+            if let Some(b) = &p.budget {
+                m.daily_budget.get_or_create(&l).set(b.daily_budget);
+            }
+        }
+        encode(&mut text, &m.registry).map_err(ApiError::internal)?;
+    }
+    let mut response = text.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    Ok(response)
+}

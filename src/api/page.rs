@@ -1,0 +1,3 @@
+pub fn render(_v: &crate::fleet::view::FleetView) -> String {
+    String::new()
+}

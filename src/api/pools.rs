@@ -1,0 +1,294 @@
+//! Pools and their workers: `PUT/GET/DELETE /v1/pools/{name}`, `GET /v1/pools`,
+//! `PUT/DELETE /v1/pools/{name}/workers/{id}` and the pool's event log.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::cursor;
+use super::error::{ApiError, Problem};
+use super::extract::{ApiJson, ApiPath, ApiQuery, parse_limit};
+use super::offerings::snapshot;
+use super::policy_in::{PolicyIn, check_pool_name, parse_policy};
+use crate::app::AppState;
+use crate::core::catalog::Market;
+use crate::core::policy::Policy;
+use crate::fleet::view::EventOut;
+use crate::store::{EventPage, NewWorker, PoolRow};
+use crate::timefmt::{check_not_future, format_ms, now_ms, parse_rfc3339_ms};
+
+/// A pool with its complete policy (defaults filled in).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PoolOut {
+    pub name: String,
+    pub policy: Policy,
+    /// Live workers.
+    pub current: u32,
+    /// The target of the last decision; absent before the first.
+    pub desired: Option<u32>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PoolList {
+    pub pools: Vec<PoolOut>,
+}
+
+async fn pool_out(state: &AppState, row: PoolRow) -> Result<PoolOut, ApiError> {
+    let live = state.store.workers(&row.name, i64::MAX).await?.len();
+    Ok(PoolOut {
+        current: u32::try_from(live).unwrap_or(u32::MAX),
+        desired: row.state.desired,
+        created_at: format_ms(row.created_at_ms),
+        updated_at: format_ms(row.updated_at_ms),
+        policy: row.policy,
+        name: row.name,
+    })
+}
+
+fn no_pool(name: &str) -> ApiError {
+    ApiError::not_found("name", format!("no pool `{name}`"))
+}
+
+/// Creates or replaces a pool. Replacing keeps its workers, signals, events and decision state.
+#[utoipa::path(put, path = "/v1/pools/{name}", tag = "pools", request_body = PolicyIn,
+    params(("name" = String, Path, description = "Pool name: lowercase letters, digits, - _ .")),
+    responses(
+        (status = 200, description = "Replaced", body = PoolOut),
+        (status = 201, description = "Created", body = PoolOut),
+        (status = 400, description = "Not JSON, or an unknown field", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An invalid policy field, named", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn put_pool(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<PolicyIn>,
+) -> Result<Response, ApiError> {
+    check_pool_name(&name)?;
+    let policy = parse_policy(body, &*snapshot(&state)?)?;
+    let created = state.store.put_pool(&name, &policy, now_ms()).await?;
+    let row = state
+        .store
+        .find_pool(&name)
+        .await?
+        .ok_or_else(|| no_pool(&name))?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(pool_out(&state, row).await?)).into_response())
+}
+
+#[utoipa::path(get, path = "/v1/pools", tag = "pools",
+    responses((status = 200, description = "Every pool, by name", body = PoolList)))]
+pub async fn list_pools(State(state): State<AppState>) -> Result<Json<PoolList>, ApiError> {
+    let mut pools = Vec::new();
+    for row in state.store.pools().await? {
+        pools.push(pool_out(&state, row).await?);
+    }
+    Ok(Json(PoolList { pools }))
+}
+
+#[utoipa::path(get, path = "/v1/pools/{name}", tag = "pools",
+    params(("name" = String, Path, description = "Pool name")),
+    responses(
+        (status = 200, description = "The pool", body = PoolOut),
+        (status = 404, description = "No such pool", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_pool(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<PoolOut>, ApiError> {
+    let row = state
+        .store
+        .find_pool(&name)
+        .await?
+        .ok_or_else(|| no_pool(&name))?;
+    Ok(Json(pool_out(&state, row).await?))
+}
+
+/// Deletes a pool with its workers, samples and events.
+#[utoipa::path(delete, path = "/v1/pools/{name}", tag = "pools",
+    params(("name" = String, Path, description = "Pool name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such pool", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn delete_pool(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
+    if state.store.delete_pool(&name).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(no_pool(&name))
+    }
+}
+
+/// A worker a caller runs itself.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerIn {
+    pub instance_type: String,
+    pub market: Market,
+    pub zone: Option<String>,
+    /// RFC 3339; default now.
+    pub started_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkerOut {
+    pub pool: String,
+    pub id: String,
+    pub instance_type: String,
+    pub market: Market,
+    pub zone: Option<String>,
+    pub started_at: String,
+}
+
+/// Registers or updates a worker of a pool.
+#[utoipa::path(put, path = "/v1/pools/{name}/workers/{id}", tag = "pools", request_body = WorkerIn,
+    params(("name" = String, Path, description = "Pool name"), ("id" = String, Path, description = "Worker id, e.g. the EC2 instance id")),
+    responses(
+        (status = 200, description = "Updated", body = WorkerOut),
+        (status = 201, description = "Registered", body = WorkerOut),
+        (status = 404, description = "No such pool", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A bad field, named", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn put_worker(
+    State(state): State<AppState>,
+    ApiPath((name, id)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<WorkerIn>,
+) -> Result<Response, ApiError> {
+    if id.is_empty() || id.len() > 128 {
+        return Err(ApiError::invalid("id", "must be 1 to 128 characters"));
+    }
+    let pool = state
+        .store
+        .find_pool(&name)
+        .await?
+        .ok_or_else(|| no_pool(&name))?;
+    let catalog = snapshot(&state)?;
+    if catalog
+        .offerings_of(&pool.policy.provider, &body.instance_type)
+        .next()
+        .is_none()
+    {
+        return Err(ApiError::invalid(
+            "instance_type",
+            format!(
+                "`{}` is not an instance type of {}, the pool's provider",
+                body.instance_type, pool.policy.provider
+            ),
+        ));
+    }
+    let now = now_ms();
+    let started_at_ms = match &body.started_at {
+        None => now,
+        Some(t) => parse_rfc3339_ms(t)
+            .and_then(|ms| check_not_future(ms, now))
+            .map_err(|p| ApiError::invalid("started_at", p))?,
+    };
+    let worker = NewWorker {
+        id: id.clone(),
+        instance_type: body.instance_type,
+        market: body.market,
+        zone: body.zone.filter(|z| !z.is_empty()),
+        started_at_ms,
+    };
+    let created = state
+        .store
+        .put_worker(&name, &worker, now)
+        .await?
+        .ok_or_else(|| no_pool(&name))?;
+    let out = WorkerOut {
+        pool: name,
+        id,
+        instance_type: worker.instance_type,
+        market: worker.market,
+        zone: worker.zone,
+        started_at: format_ms(started_at_ms),
+    };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(out)).into_response())
+}
+
+/// Marks a worker stopped. It stays in today's spend.
+#[utoipa::path(delete, path = "/v1/pools/{name}/workers/{id}", tag = "pools",
+    params(("name" = String, Path, description = "Pool name"), ("id" = String, Path, description = "Worker id")),
+    responses(
+        (status = 204, description = "Stopped"),
+        (status = 404, description = "No such pool or live worker", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn delete_worker(
+    State(state): State<AppState>,
+    ApiPath((name, id)): ApiPath<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    if state.store.stop_worker(&name, &id, now_ms()).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else if state.store.find_pool(&name).await?.is_none() {
+        Err(no_pool(&name))
+    } else {
+        Err(ApiError::not_found(
+            "id",
+            format!("pool `{name}` has no live worker `{id}`"),
+        ))
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct EventParams {
+    /// Page size, 1 to 500 (default 100).
+    #[param(value_type = Option<u32>)]
+    limit: Option<String>,
+    /// The `next` value of the previous page.
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventList {
+    pub events: Vec<EventOut>,
+    /// Pass as `cursor` for the next (older) page; absent on the last page.
+    pub next: Option<String>,
+}
+
+/// A pool's events, newest first: scaling changes, interruptions, replacements, capacity
+/// errors and budget alarms.
+#[utoipa::path(get, path = "/v1/pools/{name}/events", tag = "pools", params(("name" = String, Path, description = "Pool name"), EventParams),
+    responses(
+        (status = 200, description = "A page of events", body = EventList),
+        (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such pool", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_events(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(params): ApiQuery<EventParams>,
+) -> Result<Json<EventList>, ApiError> {
+    let limit = parse_limit(params.limit.as_deref(), 100, 500)?;
+    let after = params.cursor.as_deref().map(cursor::decode).transpose()?;
+    if state.store.find_pool(&name).await?.is_none() {
+        return Err(no_pool(&name));
+    }
+    let rows = state
+        .store
+        .events(&name, EventPage { after, limit })
+        .await?;
+    let next = (rows.len() == limit)
+        .then(|| rows.last().map(|e| cursor::encode(e.at_ms, e.id)))
+        .flatten();
+    Ok(Json(EventList {
+        events: rows.into_iter().map(EventOut::from).collect(),
+        next,
+    }))
+}

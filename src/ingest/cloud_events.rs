@@ -1,0 +1,345 @@
+//! Cloud notices about capacity: AWS EventBridge events as AWS sends them
+//! (`EC2 Spot Instance Interruption Warning`, `EC2 Instance Rebalance Recommendation`) and a
+//! generic JSON shape for other clouds and for capacity errors:
+//!
+//! ```json
+//! {"events": [{"kind": "interruption_warning", "worker": "vm-17", "pool": "gpu-t4",
+//!              "at": "2026-12-02T10:00:00Z", "action_at": "2026-12-02T10:00:30Z", "id": "evt-1"}]}
+//! ```
+//!
+//! `kind` is `interruption_warning`, `rebalance_recommendation` or `capacity_error`; worker
+//! notices need `worker`, capacity errors need `pool` and `instance_type`.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::store::CloudNotice;
+use crate::timefmt::{check_not_future, parse_rfc3339_ms};
+
+/// AWS gives two minutes between the warning and the interruption.
+pub const AWS_SPOT_NOTICE_MS: i64 = 120_000;
+
+pub const INTERRUPTION_WARNING: &str = "interruption_warning";
+pub const REBALANCE_RECOMMENDATION: &str = "rebalance_recommendation";
+pub const CAPACITY_ERROR: &str = "capacity_error";
+
+const EB_SPOT_WARNING: &str = "EC2 Spot Instance Interruption Warning";
+const EB_REBALANCE: &str = "EC2 Instance Rebalance Recommendation";
+
+/// A problem with one field of one notice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoticeError {
+    pub field: String,
+    pub problem: String,
+}
+
+/// The notices of a body, each with its index, and the indexes of events of other kinds.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Parsed {
+    pub notices: Vec<(usize, CloudNotice)>,
+    pub ignored: Vec<usize>,
+}
+
+/// Parses a body; every malformed notice is reported, and then nothing is accepted.
+pub fn parse(body: &Value, now_ms: i64) -> Result<Parsed, Vec<NoticeError>> {
+    let mut out = Parsed::default();
+    let mut errors = Vec::new();
+    match body {
+        Value::Object(o) if o.contains_key("detail-type") => {
+            eventbridge(0, "", body, now_ms, &mut out, &mut errors);
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                eventbridge(i, &format!("[{i}]"), item, now_ms, &mut out, &mut errors);
+            }
+        }
+        Value::Object(o) if o.contains_key("events") => match o.get("events") {
+            Some(Value::Array(items)) if o.len() == 1 => {
+                for (i, item) in items.iter().enumerate() {
+                    generic(i, item, now_ms, &mut out, &mut errors);
+                }
+            }
+            _ => errors.push(NoticeError {
+                field: "events".into(),
+                problem: "must be an array of notices, and the only field".into(),
+            }),
+        },
+        _ => errors.push(NoticeError {
+            field: "body".into(),
+            problem: "must be an EventBridge event, an array of them, or {\"events\": [...]}"
+                .into(),
+        }),
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+fn time(
+    value: Option<&Value>,
+    field: String,
+    now_ms: i64,
+    errors: &mut Vec<NoticeError>,
+) -> Option<i64> {
+    let Some(text) = value.and_then(Value::as_str) else {
+        errors.push(NoticeError {
+            field,
+            problem: "is required: an RFC 3339 time".into(),
+        });
+        return None;
+    };
+    match parse_rfc3339_ms(text).and_then(|ms| check_not_future(ms, now_ms)) {
+        Ok(ms) => Some(ms),
+        Err(problem) => {
+            errors.push(NoticeError { field, problem });
+            None
+        }
+    }
+}
+
+fn eventbridge(
+    i: usize,
+    at: &str,
+    event: &Value,
+    now_ms: i64,
+    out: &mut Parsed,
+    errors: &mut Vec<NoticeError>,
+) {
+    let field = |name: &str| format!("{at}{}{name}", if at.is_empty() { "" } else { "." });
+    let Some(detail_type) = event.get("detail-type").and_then(Value::as_str) else {
+        errors.push(NoticeError {
+            field: field("detail-type"),
+            problem: "is required: this is not an EventBridge event".into(),
+        });
+        return;
+    };
+    let kind = match detail_type {
+        EB_SPOT_WARNING => INTERRUPTION_WARNING,
+        EB_REBALANCE => REBALANCE_RECOMMENDATION,
+        // An EventBridge rule may forward more than we use; that is not the sender's error.
+        _ => {
+            out.ignored.push(i);
+            return;
+        }
+    };
+    if event.get("source").and_then(Value::as_str) != Some("aws.ec2") {
+        errors.push(NoticeError {
+            field: field("source"),
+            problem: format!("must be aws.ec2 for `{detail_type}`"),
+        });
+    }
+    let instance = event
+        .get("detail")
+        .and_then(|d| d.get("instance-id"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    if instance.is_none() {
+        errors.push(NoticeError {
+            field: field("detail.instance-id"),
+            problem: "is required".into(),
+        });
+    }
+    let at_ms = time(event.get("time"), field("time"), now_ms, errors);
+    let (Some(instance), Some(at_ms)) = (instance, at_ms) else {
+        return;
+    };
+    out.notices.push((
+        i,
+        CloudNotice {
+            kind,
+            pool: None,
+            worker: Some(instance.to_string()),
+            instance_type: None,
+            zone: None,
+            at_ms,
+            action_at_ms: (kind == INTERRUPTION_WARNING).then_some(at_ms + AWS_SPOT_NOTICE_MS),
+            id: event.get("id").and_then(Value::as_str).map(str::to_string),
+            detail: json!({
+                "source": "eventbridge",
+                "detail_type": detail_type,
+                "region": event.get("region"),
+                "instance_action": event.get("detail").and_then(|d| d.get("instance-action")),
+            }),
+        },
+    ));
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GenericNotice {
+    kind: String,
+    pool: Option<String>,
+    worker: Option<String>,
+    instance_type: Option<String>,
+    zone: Option<String>,
+    at: Option<Value>,
+    action_at: Option<Value>,
+    id: Option<String>,
+    /// Free-form context kept with the event (the provider's own error message, say).
+    message: Option<String>,
+}
+
+fn generic(i: usize, item: &Value, now_ms: i64, out: &mut Parsed, errors: &mut Vec<NoticeError>) {
+    let field = |name: &str| format!("events[{i}].{name}");
+    let n: GenericNotice = match serde_json::from_value(item.clone()) {
+        Ok(n) => n,
+        Err(e) => {
+            errors.push(NoticeError {
+                field: format!("events[{i}]"),
+                problem: e.to_string(),
+            });
+            return;
+        }
+    };
+    let before = errors.len();
+    let kind = match n.kind.as_str() {
+        INTERRUPTION_WARNING => INTERRUPTION_WARNING,
+        REBALANCE_RECOMMENDATION => REBALANCE_RECOMMENDATION,
+        CAPACITY_ERROR => CAPACITY_ERROR,
+        other => {
+            errors.push(NoticeError {
+                field: field("kind"),
+                problem: format!(
+                    "must be interruption_warning, rebalance_recommendation or capacity_error, not `{other}`"
+                ),
+            });
+            ""
+        }
+    };
+    let at_ms = time(n.at.as_ref(), field("at"), now_ms, errors);
+    let action_at_ms = match &n.action_at {
+        None => None,
+        Some(v) => match v.as_str().map(parse_rfc3339_ms) {
+            Some(Ok(ms)) => Some(ms),
+            Some(Err(problem)) => {
+                errors.push(NoticeError {
+                    field: field("action_at"),
+                    problem,
+                });
+                None
+            }
+            None => {
+                errors.push(NoticeError {
+                    field: field("action_at"),
+                    problem: "must be an RFC 3339 time".into(),
+                });
+                None
+            }
+        },
+    };
+    let empty = |s: &Option<String>| s.as_deref().is_some_and(str::is_empty);
+    for (name, value) in [
+        ("pool", &n.pool),
+        ("worker", &n.worker),
+        ("instance_type", &n.instance_type),
+        ("id", &n.id),
+    ] {
+        if empty(value) {
+            errors.push(NoticeError {
+                field: field(name),
+                problem: "must not be empty".into(),
+            });
+        }
+    }
+    if kind == CAPACITY_ERROR {
+        if n.pool.is_none() {
+            errors.push(NoticeError {
+                field: field("pool"),
+                problem: "is required for capacity_error".into(),
+            });
+        }
+        if n.instance_type.is_none() {
+            errors.push(NoticeError {
+                field: field("instance_type"),
+                problem: "is required for capacity_error".into(),
+            });
+        }
+    } else if !kind.is_empty() && n.worker.is_none() {
+        errors.push(NoticeError {
+            field: field("worker"),
+            problem: format!("is required for {kind}"),
+        });
+    }
+    let Some(at_ms) = at_ms else { return };
+    if errors.len() > before {
+        return;
+    }
+    out.notices.push((
+        i,
+        CloudNotice {
+            kind,
+            pool: n.pool,
+            worker: n.worker,
+            instance_type: n.instance_type,
+            zone: n.zone.filter(|z| !z.is_empty()),
+            at_ms,
+            action_at_ms: action_at_ms
+                .or((kind == INTERRUPTION_WARNING).then_some(at_ms + AWS_SPOT_NOTICE_MS)),
+            id: n.id,
+            detail: json!({"source": "generic", "message": n.message}),
+        },
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    /// The shape AWS documents for the spot warning (EC2 User Guide, "Spot Instance
+    /// interruption notices").
+    fn spot_warning() -> Value {
+        json!({
+            "version": "0",
+            "id": "12345678-1234-1234-1234-123456789012",
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2",
+            "account": "123456789012",
+            "time": "2027-01-15T07:59:00Z",
+            "region": "us-east-1",
+            "resources": ["arn:aws:ec2:us-east-1a:instance/i-1234567890abcdef0"],
+            "detail": {"instance-id": "i-1234567890abcdef0", "instance-action": "terminate"}
+        })
+    }
+
+    #[test]
+    fn eventbridge_spot_warning_gives_two_minutes() {
+        let p = parse(&spot_warning(), NOW).unwrap();
+        let (_, n) = &p.notices[0];
+        assert_eq!(n.kind, INTERRUPTION_WARNING);
+        assert_eq!(n.worker.as_deref(), Some("i-1234567890abcdef0"));
+        assert_eq!(n.action_at_ms, Some(n.at_ms + 120_000));
+        assert_eq!(
+            n.id.as_deref(),
+            Some("12345678-1234-1234-1234-123456789012")
+        );
+    }
+
+    #[test]
+    fn arrays_name_the_bad_index_and_other_kinds_are_ignored() {
+        let mut bad = spot_warning();
+        bad["detail"] = json!({});
+        let other =
+            json!({"detail-type": "EC2 Instance State-change Notification", "source": "aws.ec2"});
+        let errors = parse(&json!([spot_warning(), bad]), NOW).unwrap_err();
+        assert_eq!(errors[0].field, "[1].detail.instance-id");
+        let p = parse(&json!([other, spot_warning()]), NOW).unwrap();
+        assert_eq!(p.ignored, vec![0]);
+        assert_eq!(p.notices[0].0, 1);
+    }
+
+    #[test]
+    fn generic_capacity_error_needs_pool_and_type() {
+        let body = json!({"events": [{"kind": "capacity_error", "at": "2027-01-15T07:59:00Z", "instance_type": "g5.12xlarge"}]});
+        let errors = parse(&body, NOW).unwrap_err();
+        assert_eq!(errors[0].field, "events[0].pool");
+        let body =
+            json!({"events": [{"kind": "preempted", "at": "2027-01-15T07:59:00Z", "worker": "x"}]});
+        assert_eq!(parse(&body, NOW).unwrap_err()[0].field, "events[0].kind");
+        let body = json!({"events": [{"kind": "interruption_warning", "at": "2999-01-01T00:00:00Z", "worker": "x"}]});
+        assert_eq!(parse(&body, NOW).unwrap_err()[0].field, "events[0].at");
+    }
+}
