@@ -777,7 +777,43 @@ async fn futures_join(handles: impl Iterator<Item = tokio::task::JoinHandle<Valu
     out
 }
 
+async fn utilization_mode_and_budget_alarm(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut policy = t4_policy();
+    policy["mode"] = json!("utilization");
+    policy["target_utilization"] = json!(0.7);
+    policy["max_workers"] = json!(10);
+    policy["daily_budget"] = json!(1.0);
+    create_pool(&app, "util", &policy).await;
+    add_workers(&app, "util", 4, "spot").await;
+    let util = |v: f64| {
+        json!((0..4)
+            .map(|i| json!({"pool": "util", "worker": format!("spot-{i}"), "name": "gpu_utilization", "value": v, "at": rfc3339_ago(0)}))
+            .collect::<Vec<_>>())
+    };
+    samples(&app, util(0.75)).await;
+    let d = decide(&app, "util").await;
+    assert_eq!(d["desired"], 4, "0.75 / 0.7 is within 0.1: {d}");
+    assert!(rules(&d).contains(&"within_tolerance".to_string()));
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    samples(&app, util(0.91)).await;
+    let d = decide(&app, "util").await;
+    assert_eq!(d["desired"], 6, "ceil(4 × 0.91 / 0.7) = 6: {d}");
+    // Four workers for an hour already cost more than $1: one alarm, however often asked.
+    assert_eq!(d["budget"]["exceeded"], true);
+    decide(&app, "util").await;
+    let events = app.get_json("/v1/pools/util/events").await;
+    let alarms = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "budget_alarm")
+        .count();
+    assert_eq!(alarms, 1, "{events}");
+}
+
 on_both_backends!(
+    utilization_mode_and_budget_alarm,
     policy_defaults_are_filled_in_and_pools_round_trip,
     invalid_policies_name_the_field,
     from_zero_to_what_the_queue_needs_and_asking_again_changes_nothing,

@@ -9,6 +9,7 @@ mod http_import;
 mod http_offerings;
 mod http_pools;
 mod http_prices;
+mod http_remote_write;
 mod http_surface;
 mod openapi_drift;
 mod replicas;
