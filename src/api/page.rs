@@ -1,3 +1,874 @@
-pub fn render(_v: &crate::fleet::view::FleetView) -> String {
-    String::new()
+//! The fleet page for people: `GET /` as one small, self-contained HTML document built from the
+//! same [`FleetView`] that `/fleet` serves as JSON. Totals, then per pool its workers, signals,
+//! cost and budget, the last decision with its reasons, recent events and an inline SVG chart of
+//! desired against current workers. No scripts and no external assets, so it works behind strict
+//! content security policies and in text browsers; it reloads itself every 30 seconds.
+//!
+//! Rendering is a pure function of the view so it can be tested without a server or a store.
+//! Everything that comes from users or clouds (pool names, instance types, zones, reasons, event
+//! details) goes through [`escape`] before it reaches the document.
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+
+use crate::fleet::view::{EventOut, FleetView, HISTORY_MS, PoolView, WorkerGroup};
+
+/// Seconds between automatic reloads of the page.
+const REFRESH_SECONDS: u32 = 30;
+
+/// Longest event detail shown inline; the full detail is in the JSON API.
+const DETAIL_CHARS: usize = 120;
+
+/// Change points listed in the text alternative of the chart.
+const HISTORY_ROWS: usize = 12;
+
+const STYLE: &str = "\
+:root{color-scheme:light dark;--fg:#1d232a;--muted:#5b6570;--line:#d5dae0;--bg:#fff;--card:#f6f8fa;\
+--bad:#b3261e;--desired:#8a4baf;--current:#1565c0}\
+@media (prefers-color-scheme:dark){:root{--fg:#e6e9ec;--muted:#a3acb5;--line:#3a424b;--bg:#15191d;\
+--card:#1e2328;--bad:#ff8a80;--desired:#ce93d8;--current:#64b5f6}}\
+*{box-sizing:border-box}\
+body{margin:0 auto;max-width:72rem;padding:1rem;font:15px/1.45 system-ui,sans-serif;color:var(--fg);background:var(--bg)}\
+h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.2rem;margin:0 0 .4rem}h3{font-size:1rem;margin:1rem 0 .3rem}\
+a{color:var(--current)}\
+.muted{color:var(--muted)}\
+dl.kv{display:grid;grid-template-columns:repeat(auto-fill,minmax(10rem,1fr));gap:.4rem 1rem;margin:.6rem 0}\
+dl.kv div{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:.35rem .6rem}\
+dl.kv dt{font-size:.8rem;color:var(--muted)}dl.kv dd{margin:0;font-weight:600;font-variant-numeric:tabular-nums}\
+section.pool{border-top:2px solid var(--line);margin-top:1.5rem;padding-top:1rem}\
+table{border-collapse:collapse;margin:.3rem 0;font-variant-numeric:tabular-nums}\
+caption{text-align:left;font-weight:600;padding:.2rem 0}\
+th,td{border-bottom:1px solid var(--line);padding:.2rem .6rem;text-align:left;vertical-align:top}\
+td.n,th.n{text-align:right}\
+.exceeded{color:var(--bad);font-weight:700}\
+code{font-size:.9em}\
+svg{width:100%;max-width:48rem;height:auto}\
+svg text{fill:var(--muted);font-size:11px;font-family:system-ui,sans-serif}\
+svg .grid{stroke:var(--line)}\
+svg .desired{stroke:var(--desired)}svg .current{stroke:var(--current)}\
+";
+
+/// Escapes text for HTML element content and quoted attribute values (and SVG, which is XML).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The whole fleet page.
+pub fn render(view: &FleetView) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    out.push_str(&format!(
+        "<meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\n"
+    ));
+    out.push_str("<title>trainscaler fleet</title>\n<style>");
+    out.push_str(STYLE);
+    out.push_str("</style>\n</head>\n<body>\n<header>\n<h1>trainscaler fleet</h1>\n");
+    out.push_str(&format!(
+        "<p class=\"muted\">Generated <time datetime=\"{at}\">{at}</time>; reloads every \
+         {REFRESH_SECONDS}&nbsp;s. Also as <a href=\"/fleet\">JSON (/fleet)</a> and in the \
+         <a href=\"/docs\">API docs</a>.</p>\n",
+        at = escape(&view.generated_at)
+    ));
+    let t = &view.totals;
+    out.push_str("<dl class=\"kv\" aria-label=\"Fleet totals\">\n");
+    kv(&mut out, "Pools", &t.pools.to_string());
+    kv(
+        &mut out,
+        "Workers current / desired",
+        &format!("{} / {}", t.workers, t.desired),
+    );
+    kv(&mut out, "Cost per hour", &dollars(t.cost_per_hour));
+    kv(&mut out, "Spent today (UTC)", &dollars(t.spent_today));
+    out.push_str("</dl>\n</header>\n<main>\n");
+
+    if view.pools.is_empty() {
+        empty_fleet(&mut out);
+    } else {
+        overview(&mut out, &view.pools);
+        for (i, pool) in view.pools.iter().enumerate() {
+            pool_section(&mut out, i, pool);
+        }
+    }
+    out.push_str("</main>\n</body>\n</html>\n");
+    out
+}
+
+fn kv(out: &mut String, label: &str, value_html: &str) {
+    out.push_str(&format!(
+        "<div><dt>{label}</dt><dd>{value_html}</dd></div>\n"
+    ));
+}
+
+/// What to do when there is nothing to show yet.
+fn empty_fleet(out: &mut String) {
+    out.push_str(
+        "<section aria-labelledby=\"empty\">\n<h2 id=\"empty\">No pools yet</h2>\n\
+         <p>A pool is a group of GPU workers that trainscaler sizes from queue depth or GPU \
+         utilisation. Create one by sending its policy with <code>PUT /v1/pools/{name}</code>, \
+         for example:</p>\n\
+         <pre><code>curl -X PUT http://HOST/v1/pools/train \\\n  -H 'content-type: application/json' \\\n  \
+         -d '{\"provider\":\"aws\",\"region\":\"us-east-1\",\"instance_types\":[\"g5.xlarge\"],\"max_workers\":4}'</code></pre>\n\
+         <p>Every policy field is described in the <a href=\"/docs\">API docs</a>. The fleet as \
+         JSON is at <a href=\"/fleet\">/fleet</a>.</p>\n</section>\n",
+    );
+}
+
+/// One line per pool linking to its section, so a large fleet can be scanned at a glance.
+fn overview(out: &mut String, pools: &[PoolView]) {
+    out.push_str(
+        "<table>\n<caption>Pools</caption>\n<thead><tr><th scope=\"col\">Pool</th>\
+         <th scope=\"col\" class=\"n\">Current</th><th scope=\"col\" class=\"n\">Desired</th>\
+         <th scope=\"col\" class=\"n\">Cost/h</th><th scope=\"col\" class=\"n\">Spent today</th>\
+         <th scope=\"col\">Budget</th></tr></thead>\n<tbody>\n",
+    );
+    for (i, p) in pools.iter().enumerate() {
+        out.push_str(&format!(
+            "<tr><th scope=\"row\"><a href=\"#pool-{i}\">{}</a></th><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+            escape(&p.name),
+            p.current,
+            desired_text(p.desired),
+            dollars(p.cost_per_hour),
+            dollars(p.spent_today),
+            budget_text(p),
+        ));
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+fn pool_section(out: &mut String, index: usize, p: &PoolView) {
+    out.push_str(&format!(
+        "<section class=\"pool\" id=\"pool-{index}\" aria-labelledby=\"pool-{index}-h\">\n\
+         <h2 id=\"pool-{index}-h\">{}</h2>\n<p class=\"muted\">{} / {} &middot; {} mode</p>\n",
+        escape(&p.name),
+        escape(&p.provider),
+        escape(&p.region),
+        escape(p.mode),
+    ));
+    out.push_str("<dl class=\"kv\">\n");
+    kv(
+        out,
+        "Workers current / desired",
+        &format!("{} / {}", p.current, desired_text(p.desired)),
+    );
+    kv(
+        out,
+        "Min .. max",
+        &format!("{} .. {}", p.min_workers, p.max_workers),
+    );
+    kv(out, "Queue depth", &signal(p.queue_depth));
+    kv(out, "Running jobs", &signal(p.running_jobs));
+    kv(
+        out,
+        "Mean GPU utilisation",
+        &p.gpu_utilization
+            .map_or_else(no_signal, |u| format!("{:.0}%", u * 100.0)),
+    );
+    kv(out, "Cost per hour", &dollars(p.cost_per_hour));
+    kv(out, "Spent today (UTC)", &dollars(p.spent_today));
+    kv(out, "Daily budget", &budget_text(p));
+    out.push_str("</dl>\n");
+
+    out.push_str(&format!(
+        "<h3 id=\"pool-{index}-chart\">Desired and current, last {} hours</h3>\n",
+        HISTORY_MS / 3_600_000
+    ));
+    out.push_str(&chart(index, &p.name, &p.history));
+
+    workers_table(out, &p.workers);
+    last_decision(out, p);
+    events_table(out, &p.recent_events);
+    out.push_str("</section>\n");
+}
+
+fn workers_table(out: &mut String, workers: &[WorkerGroup]) {
+    out.push_str("<h3>Workers</h3>\n");
+    if workers.is_empty() {
+        out.push_str("<p class=\"muted\">No live workers.</p>\n");
+        return;
+    }
+    out.push_str(
+        "<table>\n<thead><tr><th scope=\"col\">Instance type</th><th scope=\"col\">Market</th>\
+         <th scope=\"col\">Zone</th><th scope=\"col\" class=\"n\">Count</th></tr></thead>\n<tbody>\n",
+    );
+    for w in workers {
+        out.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td></tr>\n",
+            escape(&w.instance_type),
+            w.market.as_str(),
+            w.zone.as_deref().map_or_else(|| "any".to_owned(), escape),
+            w.count,
+        ));
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+/// The stored decision is free-form JSON written by older and newer versions alike, so every
+/// key is optional here and unknown shapes degrade to showing less, never to an error.
+fn last_decision(out: &mut String, p: &PoolView) {
+    out.push_str("<h3>Last decision</h3>\n");
+    let Some(d) = p.last_decision.as_ref().filter(|d| d.is_object()) else {
+        out.push_str("<p class=\"muted\">No decision yet.</p>\n");
+        return;
+    };
+    let when = d
+        .get("decided_at")
+        .and_then(Value::as_str)
+        .or(p.last_decision_at.as_deref());
+    let mut facts = Vec::new();
+    if let Some(when) = when {
+        facts.push(format!(
+            "at <time datetime=\"{0}\">{0}</time>",
+            escape(when)
+        ));
+    }
+    for (key, label) in [
+        ("desired", "desired"),
+        ("previous_desired", "previously"),
+        ("current", "current"),
+        ("need", "need"),
+    ] {
+        if let Some(v) = d.get(key).filter(|v| !v.is_null()) {
+            facts.push(format!("{label} <strong>{}</strong>", scalar(v)));
+        }
+    }
+    match d.get("changed").and_then(Value::as_bool) {
+        Some(true) => facts.push("changed the target".to_owned()),
+        Some(false) => facts.push("target unchanged".to_owned()),
+        None => {}
+    }
+    if let Some(until) = d.get("cooldown_until").and_then(Value::as_str) {
+        facts.push(format!("cooldown until {}", escape(until)));
+    }
+    if let Some(next) = d.get("next_evaluation_at").and_then(Value::as_str) {
+        facts.push(format!("next evaluation {}", escape(next)));
+    }
+    if facts.is_empty() {
+        out.push_str("<p class=\"muted\">The stored decision has no summary fields.</p>\n");
+    } else {
+        out.push_str(&format!("<p>{}.</p>\n", facts.join(", ")));
+    }
+
+    let reasons = d.get("reasons").and_then(Value::as_array);
+    match reasons {
+        Some(rs) if !rs.is_empty() => {
+            out.push_str("<p>Reasons:</p>\n<ul>\n");
+            for r in rs {
+                let rule = r.get("rule").map(scalar).unwrap_or_default();
+                let detail = r.get("detail").map(scalar).unwrap_or_default();
+                out.push_str(&format!("<li><code>{rule}</code>: {detail}</li>\n"));
+            }
+            out.push_str("</ul>\n");
+        }
+        _ => out.push_str("<p class=\"muted\">No rule fired.</p>\n"),
+    }
+
+    if let Some(actions) = d
+        .get("actions")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        out.push_str("<p>Actions:</p>\n<ul>\n");
+        for a in actions {
+            out.push_str(&format!("<li>{}</li>\n", action_text(a)));
+        }
+        out.push_str("</ul>\n");
+    }
+}
+
+/// `scale_up: instance_type g5.xlarge, market spot, count 2`; fields are listed generically so
+/// new action kinds show up without changes here.
+fn action_text(a: &Value) -> String {
+    let Some(obj) = a.as_object() else {
+        return scalar(a);
+    };
+    let kind = obj
+        .get("action")
+        .map(scalar)
+        .unwrap_or_else(|| "action".to_owned());
+    let fields: Vec<String> = obj
+        .iter()
+        .filter(|(k, v)| k.as_str() != "action" && !v.is_null())
+        .filter(|(_, v)| v.as_array().is_none_or(|a| !a.is_empty()))
+        .map(|(k, v)| format!("{} {}", escape(k), scalar(v)))
+        .collect();
+    if fields.is_empty() {
+        format!("<code>{kind}</code>")
+    } else {
+        format!("<code>{kind}</code>: {}", fields.join(", "))
+    }
+}
+
+fn events_table(out: &mut String, events: &[EventOut]) {
+    out.push_str("<h3>Recent events</h3>\n");
+    if events.is_empty() {
+        out.push_str("<p class=\"muted\">No events.</p>\n");
+        return;
+    }
+    out.push_str(
+        "<table>\n<thead><tr><th scope=\"col\">At</th><th scope=\"col\">Kind</th>\
+         <th scope=\"col\">Worker</th><th scope=\"col\">Instance type</th>\
+         <th scope=\"col\">Detail</th></tr></thead>\n<tbody>\n",
+    );
+    let opt = |s: &Option<String>| s.as_deref().map(escape).unwrap_or_default();
+    for e in events {
+        out.push_str(&format!(
+            "<tr><td><time datetime=\"{at}\">{at}</time></td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td></tr>\n",
+            escape(&e.kind),
+            opt(&e.worker),
+            opt(&e.instance_type),
+            event_detail(&e.detail),
+            at = escape(&e.at),
+        ));
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+/// A short, escaped line for an event's detail: `from → to` for scaling, otherwise the JSON
+/// cut to a readable length.
+fn event_detail(detail: &Value) -> String {
+    if let (Some(from), Some(to)) = (detail.get("from"), detail.get("to")) {
+        return format!("{} &rarr; {}", scalar(from), scalar(to));
+    }
+    match detail {
+        Value::Null => String::new(),
+        Value::Object(o) if o.is_empty() => String::new(),
+        other => {
+            let text = other.to_string();
+            let mut cut: String = text.chars().take(DETAIL_CHARS).collect();
+            if cut.len() < text.len() {
+                cut.push('…');
+            }
+            escape(&cut)
+        }
+    }
+}
+
+/// A JSON value as escaped text: strings without quotes, arrays joined, objects as JSON.
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => escape(s),
+        Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(" "),
+        Value::Null => String::new(),
+        other => escape(&other.to_string()),
+    }
+}
+
+fn dollars(x: f64) -> String {
+    format!("${x:.2}")
+}
+
+fn desired_text(desired: Option<u32>) -> String {
+    desired.map_or_else(|| "none yet".to_owned(), |d| d.to_string())
+}
+
+fn no_signal() -> String {
+    "<span class=\"muted\">no signal</span>".to_owned()
+}
+
+fn signal(v: Option<f64>) -> String {
+    match v {
+        // Counts arrive as floats; show whole numbers without a trailing `.0`.
+        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        Some(x) => format!("{x:.1}"),
+        None => no_signal(),
+    }
+}
+
+/// Spend against the daily budget; an exceeded budget is marked in words as well as in colour.
+fn budget_text(p: &PoolView) -> String {
+    match &p.budget {
+        None => "<span class=\"muted\">none</span>".to_owned(),
+        Some(b) if b.exceeded => format!(
+            "<strong class=\"exceeded\">EXCEEDED</strong>: {} of {}",
+            dollars(b.spent_today),
+            dollars(b.daily_budget)
+        ),
+        Some(b) => format!("{} of {}", dollars(b.spent_today), dollars(b.daily_budget)),
+    }
+}
+
+// ---- chart -------------------------------------------------------------------------------
+
+const W: f64 = 720.0;
+const H: f64 = 230.0;
+const LEFT: f64 = 46.0;
+const RIGHT: f64 = 24.0;
+const TOP: f64 = 28.0;
+const BOTTOM: f64 = 40.0;
+
+const HH_MM: &[BorrowedFormatItem<'static>] = format_description!("[hour]:[minute]");
+
+/// `HH:MM` in UTC for epoch milliseconds.
+fn hh_mm(ms: i64) -> String {
+    OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+        .ok()
+        .and_then(|t| t.format(HH_MM).ok())
+        .unwrap_or_default()
+}
+
+/// Tick spacing giving at most six intervals over the span.
+fn time_step(span_ms: i64) -> i64 {
+    const MINUTE: i64 = 60_000;
+    [1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440]
+        .iter()
+        .map(|m| m * MINUTE)
+        .find(|step| span_ms / step <= 6)
+        .unwrap_or_else(|| (span_ms / 6).max(1))
+}
+
+/// A round integer step (1, 2, 5, 10, 20, ...) giving at most about four intervals up to `max`.
+fn count_step(max: u64) -> u64 {
+    let raw = max.div_ceil(4).max(1);
+    let mut magnitude = 1u64;
+    loop {
+        for f in [1, 2, 5] {
+            if f * magnitude >= raw {
+                return f * magnitude;
+            }
+        }
+        magnitude = magnitude.saturating_mul(10);
+    }
+}
+
+/// Points of a step line: the value holds until the next change, then jumps vertically. For
+/// `n` samples this is `2n - 1` points.
+fn step_points(samples: &[(f64, f64)]) -> String {
+    let mut pts = Vec::with_capacity(samples.len() * 2);
+    for (i, &(x, y)) in samples.iter().enumerate() {
+        if i > 0 {
+            pts.push(format!("{x:.1},{:.1}", samples[i - 1].1));
+        }
+        pts.push(format!("{x:.1},{y:.1}"));
+    }
+    pts.join(" ")
+}
+
+/// Desired (dashed) and current (solid) workers as an inline SVG step chart, with a text
+/// summary in `<title>`/`<desc>` and a short table of the latest changes for text browsers.
+fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> String {
+    let (Some(first), Some(last)) = (history.first(), history.last()) else {
+        return "<p class=\"muted\">No history for this window.</p>\n".to_owned();
+    };
+    // One point says what holds now; draw it across the whole window.
+    let widened;
+    let series: &[(i64, u32, u32)] = if history.len() == 1 {
+        widened = [
+            (first.0.saturating_sub(HISTORY_MS), first.1, first.2),
+            *first,
+        ];
+        &widened
+    } else {
+        history
+    };
+    let t1 = last.0;
+    let t0 = if series[0].0 < t1 {
+        series[0].0
+    } else {
+        t1.saturating_sub(HISTORY_MS)
+    };
+    let span = t1.saturating_sub(t0).max(1);
+    let plot_w = W - LEFT - RIGHT;
+    let plot_h = H - TOP - BOTTOM;
+
+    let max_value = series
+        .iter()
+        .map(|&(_, d, c)| u64::from(d.max(c)))
+        .max()
+        .unwrap_or(0);
+    // An all-zero history still gets a 0..1 axis rather than a division by zero.
+    let y_step = count_step(max_value.max(1));
+    let y_top = max_value.max(1).div_ceil(y_step) * y_step;
+    let x = |t: i64| {
+        let f = (t.saturating_sub(t0) as f64 / span as f64).clamp(0.0, 1.0);
+        LEFT + f * plot_w
+    };
+    let y = |v: u64| TOP + plot_h - (v as f64 / y_top as f64) * plot_h;
+
+    let title_id = format!("chart-{index}-title");
+    let desc_id = format!("chart-{index}-desc");
+    let mut svg = String::with_capacity(4096);
+    svg.push_str(&format!(
+        "<svg role=\"img\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" \
+         font-size=\"11\" font-family=\"sans-serif\" aria-labelledby=\"{title_id} {desc_id}\" xmlns=\"http://www.w3.org/2000/svg\">\n\
+         <title id=\"{title_id}\">Desired and current workers of pool {}</title>\n\
+         <desc id=\"{desc_id}\">From {} to {} UTC. Now desired {}, current {}; at most {} in this \
+         window.</desc>\n",
+        escape(pool),
+        hh_mm(t0),
+        hh_mm(t1),
+        last.1,
+        last.2,
+        max_value,
+    ));
+
+    // Horizontal grid lines with integer labels.
+    let mut v = 0;
+    while v <= y_top {
+        let yy = y(v);
+        svg.push_str(&format!(
+            "<line class=\"grid\" x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" \
+             stroke=\"#d5dae0\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{v}</text>\n",
+            W - RIGHT,
+            LEFT - 6.0,
+            yy + 4.0,
+        ));
+        v += y_step;
+    }
+    // Time ticks on round UTC minutes/hours.
+    let step = time_step(span);
+    let mut t = t0.div_euclid(step) * step;
+    if t < t0 {
+        t += step;
+    }
+    let axis_y = TOP + plot_h;
+    while t <= t1 {
+        let xx = x(t);
+        svg.push_str(&format!(
+            "<line class=\"grid\" x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{axis_y:.1}\" y2=\"{:.1}\" \
+             stroke=\"#d5dae0\"/>\
+             <text x=\"{xx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+            axis_y + 5.0,
+            axis_y + 17.0,
+            hh_mm(t),
+        ));
+        match t.checked_add(step) {
+            Some(next) => t = next,
+            None => break,
+        }
+    }
+    svg.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time (UTC)</text>\n\
+         <text x=\"12\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1})\">workers</text>\n",
+        LEFT + plot_w / 2.0,
+        H - 6.0,
+        TOP + plot_h / 2.0,
+        TOP + plot_h / 2.0,
+    ));
+
+    let desired: Vec<(f64, f64)> = series
+        .iter()
+        .map(|&(t, d, _)| (x(t), y(u64::from(d))))
+        .collect();
+    let current: Vec<(f64, f64)> = series
+        .iter()
+        .map(|&(t, _, c)| (x(t), y(u64::from(c))))
+        .collect();
+    // Current first so the dashed desired line stays visible where the two coincide.
+    svg.push_str(&format!(
+        "<polyline class=\"current\" fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2\" \
+         points=\"{}\"/>\n",
+        step_points(&current)
+    ));
+    svg.push_str(&format!(
+        "<polyline class=\"desired\" fill=\"none\" stroke=\"#8a4baf\" stroke-width=\"2\" \
+         stroke-dasharray=\"6 4\" points=\"{}\"/>\n",
+        step_points(&desired)
+    ));
+
+    // Legend above the plot area.
+    svg.push_str(&format!(
+        "<g aria-hidden=\"true\">\
+         <line class=\"desired\" x1=\"{l:.1}\" x2=\"{:.1}\" y1=\"12\" y2=\"12\" stroke=\"#8a4baf\" \
+         stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"16\">desired</text>\
+         <line class=\"current\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"12\" y2=\"12\" stroke=\"#1565c0\" \
+         stroke-width=\"2\"/><text x=\"{:.1}\" y=\"16\">current</text></g>\n",
+        LEFT + 24.0,
+        LEFT + 28.0,
+        LEFT + 90.0,
+        LEFT + 114.0,
+        LEFT + 118.0,
+        l = LEFT,
+    ));
+    svg.push_str("</svg>\n");
+
+    svg.push_str(&history_table(index, history));
+    svg
+}
+
+/// The latest changes as a table, folded away by default: the chart's text alternative.
+fn history_table(index: usize, history: &[(i64, u32, u32)]) -> String {
+    let mut changes: Vec<&(i64, u32, u32)> = Vec::new();
+    for h in history {
+        if changes.last().is_none_or(|p| (p.1, p.2) != (h.1, h.2)) {
+            changes.push(h);
+        }
+    }
+    let shown = &changes[changes.len().saturating_sub(HISTORY_ROWS)..];
+    let mut out = format!(
+        "<details><summary>Latest changes as a table</summary>\n<table aria-describedby=\"pool-{index}-chart\">\n\
+         <thead><tr><th scope=\"col\">Since (UTC)</th><th scope=\"col\" class=\"n\">Desired</th>\
+         <th scope=\"col\" class=\"n\">Current</th></tr></thead>\n<tbody>\n"
+    );
+    for (t, d, c) in shown {
+        out.push_str(&format!(
+            "<tr><td>{}</td><td class=\"n\">{d}</td><td class=\"n\">{c}</td></tr>\n",
+            hh_mm(*t)
+        ));
+    }
+    out.push_str("</tbody>\n</table>\n</details>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::core::catalog::Market;
+    use crate::fleet::view::{BudgetView, FleetTotals};
+
+    /// 2026-01-21T12:00:00Z.
+    const NOW: i64 = 1_768_996_800_000;
+
+    fn pool(name: &str) -> PoolView {
+        PoolView {
+            name: name.to_owned(),
+            provider: "aws".to_owned(),
+            region: "us-east-1".to_owned(),
+            mode: "queue",
+            current: 2,
+            desired: Some(3),
+            min_workers: 0,
+            max_workers: 8,
+            workers: vec![WorkerGroup {
+                instance_type: "g5.xlarge".to_owned(),
+                market: Market::Spot,
+                zone: Some("us-east-1a".to_owned()),
+                count: 2,
+            }],
+            queue_depth: Some(4.0),
+            running_jobs: Some(2.0),
+            gpu_utilization: Some(0.734),
+            cost_per_hour: 2.01,
+            spent_today: 12.5,
+            budget: None,
+            last_decision: None,
+            last_decision_at: None,
+            recent_events: Vec::new(),
+            history: Vec::new(),
+        }
+    }
+
+    fn fleet(pools: Vec<PoolView>) -> FleetView {
+        FleetView {
+            generated_at: "2026-01-21T12:00:00Z".to_owned(),
+            totals: FleetTotals {
+                pools: u32::try_from(pools.len()).unwrap_or(u32::MAX),
+                workers: pools.iter().map(|p| p.current).sum(),
+                desired: pools.iter().map(|p| p.desired.unwrap_or(p.current)).sum(),
+                cost_per_hour: pools.iter().map(|p| p.cost_per_hour).sum(),
+                spent_today: pools.iter().map(|p| p.spent_today).sum(),
+            },
+            pools,
+        }
+    }
+
+    fn polylines(html: &str) -> Vec<&str> {
+        html.split("<polyline")
+            .skip(1)
+            .filter_map(|rest| rest.split("points=\"").nth(1))
+            .filter_map(|rest| rest.split('"').next())
+            .collect()
+    }
+
+    #[test]
+    fn escape_covers_the_five_characters() {
+        assert_eq!(
+            escape(r#"<a href="x">Tom & 'Jerry'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;"
+        );
+        assert_eq!(escape("plain ü"), "plain ü");
+    }
+
+    #[test]
+    fn user_strings_never_appear_raw() {
+        let mut p = pool("<script>alert(1)</script>");
+        p.workers[0].instance_type = "<img src=x onerror=y>".to_owned();
+        p.last_decision = Some(json!({
+            "reasons": [{"rule": "<b>rule</b>", "detail": "queue \"4\" > 2 & rising", "values": {}}],
+            "actions": [{"action": "scale_up", "instance_type": "<i>t</i>", "count": 1}],
+        }));
+        p.recent_events = vec![EventOut {
+            id: 1,
+            at: "2026-01-21T11:00:00Z".to_owned(),
+            kind: "capacity_error".to_owned(),
+            worker: Some("<w>".to_owned()),
+            instance_type: Some("<it>".to_owned()),
+            zone: None,
+            detail: json!({"message": "</td><script>"}),
+        }];
+        p.history = vec![(NOW - HISTORY_MS, 1, 1), (NOW, 1, 1)];
+        let html = render(&fleet(vec![p]));
+        for raw in [
+            "<script>",
+            "<img",
+            "<b>rule",
+            "<i>t",
+            "<w>",
+            "<it>",
+            "</td><script",
+            "\"4\" >",
+        ] {
+            assert!(!html.contains(raw), "{raw} appears unescaped");
+        }
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("queue &quot;4&quot; &gt; 2 &amp; rising"));
+        // The name is escaped inside the SVG title too.
+        assert!(html.contains("workers of pool &lt;script&gt;"));
+    }
+
+    #[test]
+    fn one_step_line_per_series_with_two_points_per_change() {
+        let mut p = pool("train");
+        p.history = vec![
+            (NOW - HISTORY_MS, 0, 0),
+            (NOW - 4 * 3_600_000, 4, 0),
+            (NOW - 3 * 3_600_000, 4, 2),
+            (NOW - 3_600_000, 4, 4),
+            (NOW, 4, 4),
+        ];
+        let html = render(&fleet(vec![p]));
+        let lines = polylines(&html);
+        // Two series plus the two legend samples, which are <line>s, not polylines.
+        assert_eq!(lines.len(), 2);
+        for pts in &lines {
+            assert_eq!(pts.split(' ').count(), 2 * 5 - 1, "{pts}");
+        }
+        assert_eq!(html.matches("stroke-dasharray=\"6 4\" points=").count(), 1);
+        // First point at the left edge, last at the right; y of 4 is the top of a 0..4 axis.
+        let desired = lines[1];
+        assert!(desired.starts_with(&format!("{LEFT:.1},{:.1}", H - BOTTOM)));
+        assert!(desired.ends_with(&format!("{:.1},{TOP:.1}", W - RIGHT)));
+        // Hourly ticks from 06:00 to 12:00 UTC.
+        for tick in ["06:00", "07:00", "09:00", "12:00"] {
+            assert!(html.contains(&format!(">{tick}</text>")), "{tick}");
+        }
+        assert!(html.contains("<title id=\"chart-0-title\">"));
+    }
+
+    #[test]
+    fn degenerate_histories_still_render() {
+        let mut empty = pool("empty");
+        empty.history = Vec::new();
+        let mut single = pool("single");
+        single.history = vec![(NOW, 2, 1)];
+        let mut zeros = pool("zeros");
+        zeros.history = vec![(NOW - HISTORY_MS, 0, 0), (NOW, 0, 0)];
+        let html = render(&fleet(vec![empty, single, zeros]));
+        assert!(html.contains("No history for this window."));
+        let lines = polylines(&html);
+        assert_eq!(lines.len(), 4);
+        for pts in lines {
+            assert!(!pts.contains("NaN") && !pts.contains("inf"), "{pts}");
+            assert_eq!(pts.split(' ').count(), 3);
+        }
+    }
+
+    #[test]
+    fn empty_fleet_explains_how_to_start() {
+        let html = render(&fleet(Vec::new()));
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(html.contains("No pools yet"));
+        assert!(html.contains("PUT /v1/pools/{name}"));
+        assert!(html.contains("href=\"/docs\""));
+        assert!(html.contains("href=\"/fleet\""));
+        assert!(!html.contains("<svg"));
+    }
+
+    #[test]
+    fn exceeded_budget_is_marked() {
+        let mut over = pool("over");
+        over.budget = Some(BudgetView {
+            daily_budget: 10.0,
+            spent_today: 12.5,
+            exceeded: true,
+        });
+        let mut under = pool("under");
+        under.budget = Some(BudgetView {
+            daily_budget: 100.0,
+            spent_today: 12.5,
+            exceeded: false,
+        });
+        let html = render(&fleet(vec![under.clone()]));
+        assert!(!html.contains("class=\"exceeded\""));
+        let html = render(&fleet(vec![over, under]));
+        // Once in the overview and once in the pool's section.
+        assert_eq!(html.matches("class=\"exceeded\">EXCEEDED").count(), 2);
+        assert!(html.contains("$12.50 of $10.00"));
+    }
+
+    #[test]
+    fn decision_with_missing_keys_renders() {
+        let mut p = pool("p");
+        p.last_decision = Some(json!({"desired": 3}));
+        let html = render(&fleet(vec![p.clone()]));
+        assert!(html.contains("desired <strong>3</strong>"));
+        assert!(html.contains("No rule fired."));
+        p.last_decision = Some(json!("not an object"));
+        assert!(render(&fleet(vec![p])).contains("No decision yet."));
+    }
+
+    #[test]
+    fn full_decision_and_signals() {
+        let mut p = pool("p");
+        p.last_decision_at = Some("2026-01-21T11:59:00Z".to_owned());
+        p.last_decision = Some(json!({
+            "pool": "p", "decided_at": "2026-01-21T11:59:00Z", "changed": true,
+            "current": 2, "desired": 3, "previous_desired": 2, "need": 3,
+            "by_type": [], "delta": 1,
+            "actions": [{"action": "scale_up", "instance_type": "g5.xlarge", "market": "spot",
+                         "count": 1, "zones": []}],
+            "reasons": [{"rule": "queue", "detail": "4 jobs waiting", "values": {"queue": 4.0}}],
+            "cooldown_until": null, "next_evaluation_at": "2026-01-21T12:01:00Z",
+        }));
+        let html = render(&fleet(vec![p]));
+        assert!(html.contains("<code>queue</code>: 4 jobs waiting"));
+        assert!(
+            html.contains("<code>scale_up</code>: count 1, instance_type g5.xlarge, market spot")
+        );
+        assert!(html.contains("changed the target"));
+        assert!(html.contains("73%"));
+        assert!(html.contains("<td>g5.xlarge</td><td>spot</td><td>us-east-1a</td>"));
+    }
+
+    #[test]
+    fn long_event_details_are_cut_on_char_boundaries() {
+        let detail = json!({"message": "é".repeat(500)});
+        let text = event_detail(&detail);
+        assert!(text.ends_with('…'));
+        // Escaping lengthens the quotes; the cut itself is on characters.
+        assert_eq!(
+            text.replace("&quot;", "\"").chars().count(),
+            DETAIL_CHARS + 1
+        );
+        assert_eq!(event_detail(&json!({"from": 1, "to": 3})), "1 &rarr; 3");
+    }
+
+    #[test]
+    fn steps_are_round() {
+        assert_eq!(count_step(1), 1);
+        assert_eq!(count_step(4), 1);
+        assert_eq!(count_step(7), 2);
+        assert_eq!(count_step(37), 10);
+        assert!(count_step(u64::from(u32::MAX)) >= u64::from(u32::MAX) / 4);
+        assert_eq!(time_step(HISTORY_MS), 3_600_000);
+        assert_eq!(time_step(30 * 60_000), 5 * 60_000);
+    }
 }
