@@ -8,6 +8,8 @@ CREATE TABLE pools (
     last_decision_key   TEXT,
     last_decision_at_ms BIGINT,
     since_ms            BIGINT NOT NULL,
+    -- How far back a decision reads interruptions and capacity errors (from the policy).
+    incident_lookback_ms BIGINT NOT NULL,
     created_at_ms       BIGINT NOT NULL,
     updated_at_ms       BIGINT NOT NULL
 );
@@ -42,21 +44,17 @@ CREATE TABLE metric_samples (
 );
 CREATE INDEX metric_samples_by_received ON metric_samples (received_at_ms);
 
--- The newest sample per pool, worker and name: what a decision reads.
+-- The newest sample per pool, worker and name: what a decision reads. last_busy_at_ms is
+-- when the series last showed work (for idle-to-zero); kept per series, not per pool, so that
+-- senders of different series never wait for each other.
 CREATE TABLE signal_latest (
     pool   TEXT NOT NULL,
     worker TEXT NOT NULL,
     name   TEXT NOT NULL,
     at_ms  BIGINT NOT NULL,
+    last_busy_at_ms BIGINT,
     value  DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (pool, worker, name)
-);
-
--- When a sample last showed work, for idle-to-zero; kept apart from the pool row so that
--- ingestion never waits on a decision's lock.
-CREATE TABLE pool_activity (
-    pool            TEXT PRIMARY KEY,
-    last_busy_at_ms BIGINT NOT NULL
 );
 
 -- The pool's event log: scaling changes, interruptions, replacements, capacity errors, budget

@@ -119,7 +119,7 @@ impl Checks {
 
     fn fraction(&mut self, field: &str, v: Option<f64>, default: f64, zero_ok: bool) -> f64 {
         let v = v.unwrap_or(default);
-        if !v.is_finite() || v < 0.0 || v > 1.0 || (!zero_ok && v == 0.0) {
+        if !v.is_finite() || !(0.0..=1.0).contains(&v) || (!zero_ok && v == 0.0) {
             let range = if zero_ok { "[0, 1]" } else { "(0, 1]" };
             self.fail(field, format!("must be a fraction in {range}, not {v}"));
         }

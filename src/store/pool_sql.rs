@@ -65,6 +65,43 @@ pub(super) const WORKER_COLUMNS: &str = "id, instance_type, market, zone, starte
 /// Rows per multi-row statement: well under both backends' bind-parameter limits.
 pub(super) const CHUNK: usize = 1000;
 
+/// The newest sample of a series in a batch, with the latest time it showed work.
+#[derive(Debug, Clone)]
+pub(super) struct LatestRow {
+    pub pool: String,
+    pub worker: String,
+    pub name: &'static str,
+    pub at_ms: i64,
+    pub value: f64,
+    pub last_busy_at_ms: Option<i64>,
+}
+
+/// Keeps the newest value per series and the latest busy time; the SET expressions all read
+/// the row as it was, which both backends guarantee.
+pub(super) const UPSERT_LATEST_TAIL: &str = " ON CONFLICT (pool, worker, name) DO UPDATE SET
+    value = CASE WHEN excluded.at_ms > signal_latest.at_ms THEN excluded.value ELSE signal_latest.value END,
+    at_ms = CASE WHEN excluded.at_ms > signal_latest.at_ms THEN excluded.at_ms ELSE signal_latest.at_ms END,
+    last_busy_at_ms = CASE WHEN excluded.last_busy_at_ms IS NOT NULL
+        AND (signal_latest.last_busy_at_ms IS NULL OR excluded.last_busy_at_ms > signal_latest.last_busy_at_ms)
+        THEN excluded.last_busy_at_ms ELSE signal_latest.last_busy_at_ms END";
+
+/// What a pool decision reads besides the pool row, aggregated into JSON by the lock query so
+/// that the lock is held for one round trip: workers, every series' newest value and recent
+/// incidents, as arrays in the column order below.
+pub(super) type WorkerTuple = (
+    String,
+    String,
+    String,
+    Option<String>,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+);
+pub(super) type LatestTuple = (String, String, f64, i64);
+pub(super) type IncidentTuple = (String, String, Option<String>, i64);
+
 /// Implements the pool methods for `$store` (which defines `LOCK_POOL` and `begin_write`).
 macro_rules! pool_sql {
     ($store:ty, $db:ty) => {
@@ -78,22 +115,28 @@ macro_rules! pool_sql {
                 now_ms: i64,
             ) -> $crate::store::StoreResult<bool> {
                 let json = serde_json::to_string(policy).map_err(|e| sqlx::Error::Encode(e.into()))?;
+                let lookback_sec = policy.capacity_error_backoff_sec.max(policy.interruption_window_sec);
+                let lookback_ms = i64::try_from(lookback_sec.saturating_mul(1000)).unwrap_or(i64::MAX / 2);
                 let mut tx = self.begin_write().await?;
-                let updated = sqlx::query("UPDATE pools SET policy = $2, since_ms = $3, updated_at_ms = $3 WHERE name = $1")
+                let updated = sqlx::query(
+                    "UPDATE pools SET policy = $2, since_ms = $3, updated_at_ms = $3, incident_lookback_ms = $4 WHERE name = $1",
+                )
                     .bind(name)
                     .bind(&json)
                     .bind(now_ms)
+                    .bind(lookback_ms)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
                 if updated == 0 {
                     sqlx::query(
-                        "INSERT INTO pools (name, policy, state, since_ms, created_at_ms, updated_at_ms)
-                         VALUES ($1, $2, '{}', $3, $3, $3)",
+                        "INSERT INTO pools (name, policy, state, since_ms, created_at_ms, updated_at_ms, incident_lookback_ms)
+                         VALUES ($1, $2, '{}', $3, $3, $3, $4)",
                     )
                     .bind(name)
                     .bind(&json)
                     .bind(now_ms)
+                    .bind(lookback_ms)
                     .execute(&mut *tx)
                     .await?;
                 }
@@ -119,7 +162,7 @@ macro_rules! pool_sql {
             /// Deletes a pool with its workers, samples and events; `false` if there was none.
             pub async fn delete_pool(&self, name: &str) -> $crate::store::StoreResult<bool> {
                 let mut tx = self.begin_write().await?;
-                for table in ["metric_samples", "signal_latest", "pool_activity"] {
+                for table in ["metric_samples", "signal_latest"] {
                     sqlx::query(&format!("DELETE FROM {table} WHERE pool = $1"))
                         .bind(name)
                         .execute(&mut *tx)
@@ -289,55 +332,33 @@ macro_rules! pool_sql {
                 sorted.sort_by(|a, b| (&a.pool, &a.worker, a.name, a.at_ms).cmp(&(&b.pool, &b.worker, b.name, b.at_ms)));
                 let mut inserted = 0;
                 for chunk in sorted.chunks($crate::store::pool_sql::CHUNK) {
-                    let mut q = sqlx::QueryBuilder::<$db>::new(
-                        "INSERT INTO metric_samples (pool, worker, name, at_ms, value, received_at_ms) ",
-                    );
-                    q.push_values(chunk, |mut b, s| {
-                        b.push_bind(&s.pool)
-                            .push_bind(&s.worker)
-                            .push_bind(s.name)
-                            .push_bind(s.at_ms)
-                            .push_bind(s.value)
-                            .push_bind(now_ms);
-                    });
-                    q.push(" ON CONFLICT (pool, worker, name, at_ms) DO NOTHING");
-                    inserted += q.build().execute(&mut *tx).await?.rows_affected();
+                    inserted += Self::insert_samples(&mut tx, chunk, now_ms).await?;
                 }
-                // The newest per series, and the newest busy time per pool.
-                let mut latest: BTreeMap<(&str, &str, &str), &$crate::store::NewSample> = BTreeMap::new();
-                let mut busy_at: BTreeMap<&str, i64> = BTreeMap::new();
+                // The newest sample per series, and when the series last showed work.
+                let mut latest: BTreeMap<(&str, &str, &str), $crate::store::pool_sql::LatestRow> = BTreeMap::new();
                 for s in &sorted {
-                    let e = latest.entry((s.pool.as_str(), s.worker.as_str(), s.name)).or_insert(s);
+                    let shows_work = policies.get(s.pool.as_str()).is_some_and(|p| busy(p, s));
+                    let e = latest
+                        .entry((s.pool.as_str(), s.worker.as_str(), s.name))
+                        .or_insert_with(|| $crate::store::pool_sql::LatestRow {
+                            pool: s.pool.clone(),
+                            worker: s.worker.clone(),
+                            name: s.name,
+                            at_ms: s.at_ms,
+                            value: s.value,
+                            last_busy_at_ms: None,
+                        });
                     if s.at_ms > e.at_ms {
-                        *e = s;
+                        e.at_ms = s.at_ms;
+                        e.value = s.value;
                     }
-                    if policies.get(s.pool.as_str()).is_some_and(|p| busy(p, s)) {
-                        let b = busy_at.entry(s.pool.as_str()).or_insert(s.at_ms);
-                        *b = (*b).max(s.at_ms);
+                    if shows_work {
+                        e.last_busy_at_ms = Some(e.last_busy_at_ms.map_or(s.at_ms, |b| b.max(s.at_ms)));
                     }
                 }
                 let latest: Vec<_> = latest.into_values().collect();
                 for chunk in latest.chunks($crate::store::pool_sql::CHUNK) {
-                    let mut q = sqlx::QueryBuilder::<$db>::new("INSERT INTO signal_latest (pool, worker, name, at_ms, value) ");
-                    q.push_values(chunk, |mut b, s| {
-                        b.push_bind(&s.pool).push_bind(&s.worker).push_bind(s.name).push_bind(s.at_ms).push_bind(s.value);
-                    });
-                    q.push(
-                        " ON CONFLICT (pool, worker, name) DO UPDATE SET at_ms = excluded.at_ms, value = excluded.value
-                          WHERE excluded.at_ms > signal_latest.at_ms",
-                    );
-                    q.build().execute(&mut *tx).await?;
-                }
-                for (pool, at) in busy_at {
-                    sqlx::query(
-                        "INSERT INTO pool_activity (pool, last_busy_at_ms) VALUES ($1, $2)
-                         ON CONFLICT (pool) DO UPDATE SET last_busy_at_ms = excluded.last_busy_at_ms
-                         WHERE excluded.last_busy_at_ms > pool_activity.last_busy_at_ms",
-                    )
-                    .bind(pool)
-                    .bind(at)
-                    .execute(&mut *tx)
-                    .await?;
+                    Self::upsert_latest(&mut tx, chunk).await?;
                 }
                 tx.commit().await?;
                 let total = samples.len() as u64;
@@ -442,43 +463,71 @@ macro_rules! pool_sql {
             ) -> $crate::store::StoreResult<Option<R>> {
                 use sqlx::Row as _;
                 let mut tx = self.begin_write().await?;
-                let Some(row) = sqlx::query(Self::LOCK_POOL).bind(name).fetch_optional(&mut *tx).await? else {
+                let day_start = $crate::core::cost::day_start(now_ms);
+                let Some(row) = sqlx::query(Self::LOCK_POOL)
+                    .bind(name)
+                    .bind(day_start)
+                    .bind(now_ms)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                else {
                     return Ok(None);
                 };
                 let pool = pool_from_row!(&row);
                 let last_busy_at_ms: Option<i64> = row.try_get("last_busy_at_ms")?;
-                let p = &pool.policy;
-                let day_start = $crate::core::cost::day_start(now_ms);
-                let workers = Self::workers_in(&mut *tx, name, day_start).await?;
-                let max_age = i64::try_from(p.signal_max_age_sec.saturating_mul(1000)).unwrap_or(i64::MAX / 2);
-                let latest = Self::latest_in(&mut *tx, name, now_ms.saturating_sub(max_age)).await?;
-                let lookback = p.capacity_error_backoff_sec.max(p.interruption_window_sec);
-                let since = now_ms.saturating_sub(i64::try_from(lookback.saturating_mul(1000)).unwrap_or(i64::MAX / 2));
-                let rows = sqlx::query(
-                    "SELECT kind, instance_type, zone, at_ms FROM pool_events
-                     WHERE pool = $1 AND at_ms >= $2 AND kind IN ('interruption_warning', 'capacity_error')
-                       AND instance_type IS NOT NULL",
-                )
-                .bind(name)
-                .bind(since)
-                .fetch_all(&mut *tx)
-                .await?;
-                let incidents = rows
-                    .iter()
-                    .map(|r| {
-                        let kind: String = r.try_get("kind")?;
-                        Ok($crate::core::scale::Incident {
-                            kind: if kind == "capacity_error" {
-                                $crate::core::scale::IncidentKind::CapacityError
-                            } else {
-                                $crate::core::scale::IncidentKind::Interruption
-                            },
-                            instance_type: r.try_get("instance_type")?,
-                            zone: r.try_get("zone")?,
-                            at_ms: r.try_get("at_ms")?,
+                let json = |col: &str| -> Result<String, sqlx::Error> {
+                    Ok(row.try_get::<Option<String>, _>(col)?.unwrap_or_else(|| "[]".into()))
+                };
+                let decode = |e: serde_json::Error| sqlx::Error::Decode(e.into());
+                let workers: Vec<$crate::store::pool_sql::WorkerTuple> =
+                    serde_json::from_str(&json("workers_json")?).map_err(decode)?;
+                let workers = workers
+                    .into_iter()
+                    .map(|(id, instance_type, market, zone, started_at_ms, stopped_at_ms, kind, at, action_at)| {
+                        Ok($crate::core::scale::Worker {
+                            id,
+                            instance_type,
+                            market: market.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+                            zone,
+                            started_at_ms,
+                            stopped_at_ms,
+                            warning: kind.map(|k| $crate::core::scale::Warning {
+                                kind: if k == "interruption_warning" {
+                                    $crate::core::scale::WarningKind::InterruptionWarning
+                                } else {
+                                    $crate::core::scale::WarningKind::RebalanceRecommendation
+                                },
+                                at_ms: at.unwrap_or(0),
+                                action_at_ms: action_at,
+                            }),
+                            utilization: None,
                         })
                     })
                     .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                let max_age = i64::try_from(pool.policy.signal_max_age_sec.saturating_mul(1000)).unwrap_or(i64::MAX / 2);
+                let fresh_since = now_ms.saturating_sub(max_age);
+                let latest: Vec<$crate::store::pool_sql::LatestTuple> =
+                    serde_json::from_str(&json("latest_json")?).map_err(decode)?;
+                let latest = latest
+                    .into_iter()
+                    .filter(|(_, _, _, at)| *at >= fresh_since)
+                    .map(|(worker, name, value, at_ms)| $crate::store::LatestSignal { worker, name, value, at_ms })
+                    .collect();
+                let incidents: Vec<$crate::store::pool_sql::IncidentTuple> =
+                    serde_json::from_str(&json("incidents_json")?).map_err(decode)?;
+                let incidents = incidents
+                    .into_iter()
+                    .map(|(kind, instance_type, zone, at_ms)| $crate::core::scale::Incident {
+                        kind: if kind == "capacity_error" {
+                            $crate::core::scale::IncidentKind::CapacityError
+                        } else {
+                            $crate::core::scale::IncidentKind::Interruption
+                        },
+                        instance_type,
+                        zone,
+                        at_ms,
+                    })
+                    .collect();
                 let read = $crate::store::DecisionRead { pool, workers, latest, last_busy_at_ms, incidents };
                 let (write, answer) = decide(&read);
                 if write.state.is_none() && write.events.is_empty() && write.last_decision.is_none() {

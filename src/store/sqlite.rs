@@ -9,8 +9,9 @@ use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
+use super::NewSample;
 use super::StoreResult;
-use super::pool_sql::{pool_from_row, pool_sql, worker_from_row};
+use super::pool_sql::{LatestRow, UPSERT_LATEST_TAIL, pool_from_row, pool_sql, worker_from_row};
 use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
 
 #[derive(Debug, Clone)]
@@ -44,10 +45,24 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// Reads a pool with its last busy time; `BEGIN IMMEDIATE` already holds the database's one write lock.
-    const LOCK_POOL: &'static str = "SELECT name, policy, state, last_decision, last_decision_key, last_decision_at_ms, since_ms, created_at_ms, updated_at_ms,
-        (SELECT last_busy_at_ms FROM pool_activity a WHERE a.pool = p.name) AS last_busy_at_ms
-        FROM pools p WHERE name = $1";
+    /// Reads a pool with everything its decision needs; `BEGIN IMMEDIATE` already holds the
+    /// database's one write lock.
+    const LOCK_POOL: &'static str = "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
+            p.since_ms, p.created_at_ms, p.updated_at_ms,
+        (SELECT MAX(s.last_busy_at_ms) FROM signal_latest s WHERE s.pool = p.name) AS last_busy_at_ms,
+        (SELECT json_group_array(json_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
+                    w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms))
+           FROM (SELECT * FROM workers w
+                  WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2)
+                  ORDER BY w.started_at_ms, w.id) w) AS workers_json,
+        (SELECT json_group_array(json_array(s.worker, s.name, s.value, s.at_ms))
+           FROM (SELECT * FROM signal_latest s WHERE s.pool = p.name ORDER BY s.worker, s.name) s) AS latest_json,
+        (SELECT json_group_array(json_array(e.kind, e.instance_type, e.zone, e.at_ms))
+           FROM pool_events e
+          WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
+            AND e.kind IN ('interruption_warning', 'capacity_error')
+            AND e.instance_type IS NOT NULL) AS incidents_json
+        FROM pools p WHERE p.name = $1";
 
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
@@ -65,6 +80,45 @@ impl SqliteStore {
 
     /// SQLite has no notifications; readers poll the catalog version instead.
     async fn announce_catalog_change(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
+        Ok(())
+    }
+    async fn insert_samples(
+        tx: &mut Transaction<'static, Sqlite>,
+        rows: &[&NewSample],
+        now_ms: i64,
+    ) -> StoreResult<u64> {
+        let mut q = sqlx::QueryBuilder::<Sqlite>::new(
+            "INSERT INTO metric_samples (pool, worker, name, at_ms, value, received_at_ms) ",
+        );
+        q.push_values(rows, |mut b, s| {
+            b.push_bind(&s.pool)
+                .push_bind(&s.worker)
+                .push_bind(s.name)
+                .push_bind(s.at_ms)
+                .push_bind(s.value)
+                .push_bind(now_ms);
+        });
+        q.push(" ON CONFLICT (pool, worker, name, at_ms) DO NOTHING");
+        Ok(q.build().execute(&mut **tx).await?.rows_affected())
+    }
+
+    async fn upsert_latest(
+        tx: &mut Transaction<'static, Sqlite>,
+        rows: &[LatestRow],
+    ) -> StoreResult<()> {
+        let mut q = sqlx::QueryBuilder::<Sqlite>::new(
+            "INSERT INTO signal_latest (pool, worker, name, at_ms, value, last_busy_at_ms) ",
+        );
+        q.push_values(rows, |mut b, s| {
+            b.push_bind(&s.pool)
+                .push_bind(&s.worker)
+                .push_bind(s.name)
+                .push_bind(s.at_ms)
+                .push_bind(s.value)
+                .push_bind(s.last_busy_at_ms);
+        });
+        q.push(UPSERT_LATEST_TAIL);
+        q.build().execute(&mut **tx).await?;
         Ok(())
     }
 }
