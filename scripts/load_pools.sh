@@ -67,8 +67,9 @@ request = function()
 end
 LUA
 
-# Each request carries 1,000 samples no earlier request had: thread id and a counter make the
-# (worker, time) pairs unique, and times lie in the past hour.
+# Each request carries 1,000 samples no earlier request had, as 64 senders per wrk thread (each
+# with its own 1,000 series, like Prometheus shards or node agents) would send them: thread,
+# sender and a counter make the (worker, time) pairs unique; times lie in the past hour.
 cat >"$work/ingest.lua" <<'LUA'
 local threads = 0
 setup = function(thread)
@@ -83,7 +84,7 @@ request = function()
     local stamp = os.date("!%Y-%m-%dT%H:%M:%S", at_s) .. string.format(".%03dZ", n % 1000)
     local parts = {}
     for j = 1, 1000 do
-        parts[j] = '{"pool":"load-' .. (j % 20 + 1) .. '","worker":"t' .. tid .. 'w' .. j ..
+        parts[j] = '{"pool":"load-' .. (j % 20 + 1) .. '","worker":"t' .. tid .. 's' .. (n % 64) .. 'w' .. j ..
             '","name":"gpu_utilization","value":0.5,"at":"' .. stamp .. '"}'
     end
     return wrk.format("POST", "/v1/webhooks/metrics", {["Content-Type"] = "application/json"},

@@ -296,7 +296,7 @@ impl Store {
         &self,
         name: &str,
         now_ms: i64,
-        decide: impl FnOnce(&DecisionRead) -> (DecisionWrite, R),
+        decide: impl Fn(&DecisionRead) -> (DecisionWrite, R),
     ) -> StoreResult<Option<R>> {
         dispatch!(self, s => s.decide_pool(name, now_ms, decide).await)
     }

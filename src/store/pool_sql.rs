@@ -102,6 +102,102 @@ pub(super) type WorkerTuple = (
 pub(super) type LatestTuple = (String, String, f64, i64);
 pub(super) type IncidentTuple = (String, String, Option<String>, i64);
 
+/// Decodes the row of `READ_POOL`/`LOCK_POOL` into what a decision reads; series older than
+/// the policy's signal age limit are left out.
+macro_rules! decision_read_from_row {
+    ($row:expr, $now_ms:expr) => {{
+        use sqlx::Row as _;
+        let row = $row;
+        let now_ms: i64 = $now_ms;
+        let pool = pool_from_row!(&row);
+        let last_busy_at_ms: Option<i64> = row.try_get("last_busy_at_ms")?;
+        let json = |col: &str| -> Result<String, sqlx::Error> {
+            Ok(row
+                .try_get::<Option<String>, _>(col)?
+                .unwrap_or_else(|| "[]".into()))
+        };
+        let decode = |e: serde_json::Error| sqlx::Error::Decode(e.into());
+        let workers: Vec<$crate::store::pool_sql::WorkerTuple> =
+            serde_json::from_str(&json("workers_json")?).map_err(decode)?;
+        let workers = workers
+            .into_iter()
+            .map(
+                |(
+                    id,
+                    instance_type,
+                    market,
+                    zone,
+                    started_at_ms,
+                    stopped_at_ms,
+                    kind,
+                    at,
+                    action_at,
+                )| {
+                    Ok($crate::core::scale::Worker {
+                        id,
+                        instance_type,
+                        market: market
+                            .parse()
+                            .map_err(|e: String| sqlx::Error::Decode(e.into()))?,
+                        zone,
+                        started_at_ms,
+                        stopped_at_ms,
+                        warning: kind.map(|k| $crate::core::scale::Warning {
+                            kind: if k == "interruption_warning" {
+                                $crate::core::scale::WarningKind::InterruptionWarning
+                            } else {
+                                $crate::core::scale::WarningKind::RebalanceRecommendation
+                            },
+                            at_ms: at.unwrap_or(0),
+                            action_at_ms: action_at,
+                        }),
+                        utilization: None,
+                    })
+                },
+            )
+            .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let max_age = i64::try_from(pool.policy.signal_max_age_sec.saturating_mul(1000))
+            .unwrap_or(i64::MAX / 2);
+        let fresh_since = now_ms.saturating_sub(max_age);
+        let latest: Vec<$crate::store::pool_sql::LatestTuple> =
+            serde_json::from_str(&json("latest_json")?).map_err(decode)?;
+        let latest = latest
+            .into_iter()
+            .filter(|(_, _, _, at)| *at >= fresh_since)
+            .map(|(worker, name, value, at_ms)| $crate::store::LatestSignal {
+                worker,
+                name,
+                value,
+                at_ms,
+            })
+            .collect();
+        let incidents: Vec<$crate::store::pool_sql::IncidentTuple> =
+            serde_json::from_str(&json("incidents_json")?).map_err(decode)?;
+        let incidents = incidents
+            .into_iter()
+            .map(
+                |(kind, instance_type, zone, at_ms)| $crate::core::scale::Incident {
+                    kind: if kind == "capacity_error" {
+                        $crate::core::scale::IncidentKind::CapacityError
+                    } else {
+                        $crate::core::scale::IncidentKind::Interruption
+                    },
+                    instance_type,
+                    zone,
+                    at_ms,
+                },
+            )
+            .collect();
+        $crate::store::DecisionRead {
+            pool,
+            workers,
+            latest,
+            last_busy_at_ms,
+            incidents,
+        }
+    }};
+}
+
 /// Implements the pool methods for `$store` (which defines `LOCK_POOL` and `begin_write`).
 macro_rules! pool_sql {
     ($store:ty, $db:ty) => {
@@ -459,11 +555,26 @@ macro_rules! pool_sql {
                 &self,
                 name: &str,
                 now_ms: i64,
-                decide: impl FnOnce(&$crate::store::DecisionRead) -> ($crate::store::DecisionWrite, R),
+                decide: impl Fn(&$crate::store::DecisionRead) -> ($crate::store::DecisionWrite, R),
             ) -> $crate::store::StoreResult<Option<R>> {
-                use sqlx::Row as _;
-                let mut tx = self.begin_write().await?;
                 let day_start = $crate::core::cost::day_start(now_ms);
+                // Most decisions change nothing. One that changes nothing can take its place in
+                // the order at the moment of its (consistent, committed) read, so it needs no
+                // lock; only a decision that would write is made again under the pool's lock.
+                let Some(row) = sqlx::query(Self::READ_POOL)
+                    .bind(name)
+                    .bind(day_start)
+                    .bind(now_ms)
+                    .fetch_optional(&self.pool)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let (write, answer) = decide(&decision_read_from_row!(&row, now_ms));
+                if write.is_empty() {
+                    return Ok(Some(answer));
+                }
+                let mut tx = self.begin_write().await?;
                 let Some(row) = sqlx::query(Self::LOCK_POOL)
                     .bind(name)
                     .bind(day_start)
@@ -473,64 +584,8 @@ macro_rules! pool_sql {
                 else {
                     return Ok(None);
                 };
-                let pool = pool_from_row!(&row);
-                let last_busy_at_ms: Option<i64> = row.try_get("last_busy_at_ms")?;
-                let json = |col: &str| -> Result<String, sqlx::Error> {
-                    Ok(row.try_get::<Option<String>, _>(col)?.unwrap_or_else(|| "[]".into()))
-                };
-                let decode = |e: serde_json::Error| sqlx::Error::Decode(e.into());
-                let workers: Vec<$crate::store::pool_sql::WorkerTuple> =
-                    serde_json::from_str(&json("workers_json")?).map_err(decode)?;
-                let workers = workers
-                    .into_iter()
-                    .map(|(id, instance_type, market, zone, started_at_ms, stopped_at_ms, kind, at, action_at)| {
-                        Ok($crate::core::scale::Worker {
-                            id,
-                            instance_type,
-                            market: market.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?,
-                            zone,
-                            started_at_ms,
-                            stopped_at_ms,
-                            warning: kind.map(|k| $crate::core::scale::Warning {
-                                kind: if k == "interruption_warning" {
-                                    $crate::core::scale::WarningKind::InterruptionWarning
-                                } else {
-                                    $crate::core::scale::WarningKind::RebalanceRecommendation
-                                },
-                                at_ms: at.unwrap_or(0),
-                                action_at_ms: action_at,
-                            }),
-                            utilization: None,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
-                let max_age = i64::try_from(pool.policy.signal_max_age_sec.saturating_mul(1000)).unwrap_or(i64::MAX / 2);
-                let fresh_since = now_ms.saturating_sub(max_age);
-                let latest: Vec<$crate::store::pool_sql::LatestTuple> =
-                    serde_json::from_str(&json("latest_json")?).map_err(decode)?;
-                let latest = latest
-                    .into_iter()
-                    .filter(|(_, _, _, at)| *at >= fresh_since)
-                    .map(|(worker, name, value, at_ms)| $crate::store::LatestSignal { worker, name, value, at_ms })
-                    .collect();
-                let incidents: Vec<$crate::store::pool_sql::IncidentTuple> =
-                    serde_json::from_str(&json("incidents_json")?).map_err(decode)?;
-                let incidents = incidents
-                    .into_iter()
-                    .map(|(kind, instance_type, zone, at_ms)| $crate::core::scale::Incident {
-                        kind: if kind == "capacity_error" {
-                            $crate::core::scale::IncidentKind::CapacityError
-                        } else {
-                            $crate::core::scale::IncidentKind::Interruption
-                        },
-                        instance_type,
-                        zone,
-                        at_ms,
-                    })
-                    .collect();
-                let read = $crate::store::DecisionRead { pool, workers, latest, last_busy_at_ms, incidents };
-                let (write, answer) = decide(&read);
-                if write.state.is_none() && write.events.is_empty() && write.last_decision.is_none() {
+                let (write, answer) = decide(&decision_read_from_row!(&row, now_ms));
+                if write.is_empty() {
                     // Nothing to write: end the read without a commit record.
                     tx.rollback().await?;
                     return Ok(Some(answer));
@@ -622,4 +677,4 @@ macro_rules! pool_sql {
     };
 }
 
-pub(super) use {pool_from_row, pool_sql, worker_from_row};
+pub(super) use {decision_read_from_row, pool_from_row, pool_sql, worker_from_row};

@@ -73,6 +73,13 @@ pub struct DecisionWrite {
     pub last_decision: Option<(String, serde_json::Value)>,
 }
 
+impl DecisionWrite {
+    /// Whether the decision changed nothing that is stored.
+    pub fn is_empty(&self) -> bool {
+        self.state.is_none() && self.events.is_empty() && self.last_decision.is_none()
+    }
+}
+
 /// An entry for a pool's event log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {

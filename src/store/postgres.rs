@@ -10,7 +10,9 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 use super::NewSample;
 use super::StoreResult;
-use super::pool_sql::{LatestRow, UPSERT_LATEST_TAIL, pool_from_row, pool_sql, worker_from_row};
+use super::pool_sql::{
+    LatestRow, UPSERT_LATEST_TAIL, decision_read_from_row, pool_from_row, pool_sql, worker_from_row,
+};
 use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
 
 /// The LISTEN/NOTIFY channel that announces catalog changes.
@@ -18,6 +20,28 @@ pub const CATALOG_CHANNEL: &str = "trainscaler_catalog";
 
 /// Serialises catalog imports and seeding across replicas (an arbitrary constant key).
 const CATALOG_LOCK_KEY: i64 = 0x7472_6169_6e73_6361; // "trainsca"
+
+/// The decision read, as text, so the locking variant can append to it.
+macro_rules! pool_read_sql {
+    () => {
+        "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
+            p.since_ms, p.created_at_ms, p.updated_at_ms,
+        (SELECT MAX(s.last_busy_at_ms) FROM signal_latest s WHERE s.pool = p.name) AS last_busy_at_ms,
+        (SELECT json_agg(json_build_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
+                    w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms)
+                ORDER BY w.started_at_ms, w.id)
+           FROM workers w
+          WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2))::text AS workers_json,
+        (SELECT json_agg(json_build_array(s.worker, s.name, s.value, s.at_ms) ORDER BY s.worker, s.name)
+           FROM signal_latest s WHERE s.pool = p.name)::text AS latest_json,
+        (SELECT json_agg(json_build_array(e.kind, e.instance_type, e.zone, e.at_ms))
+           FROM pool_events e
+          WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
+            AND e.kind IN ('interruption_warning', 'capacity_error')
+            AND e.instance_type IS NOT NULL)::text AS incidents_json
+        FROM pools p WHERE p.name = $1"
+    };
+}
 
 #[derive(Debug, Clone)]
 pub struct PgStore {
@@ -47,26 +71,13 @@ impl PgStore {
         Ok(listener)
     }
 
-    /// Reads a pool with everything its decision needs, locking the pool's row until the
-    /// transaction ends: concurrent decisions for one pool queue here. NO KEY UPDATE, so
-    /// inserts that merely reference the pool (workers, events) do not wait. The reads are
-    /// aggregated into JSON so that the lock is held for one round trip, not four.
-    const LOCK_POOL: &'static str = "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
-            p.since_ms, p.created_at_ms, p.updated_at_ms,
-        (SELECT MAX(s.last_busy_at_ms) FROM signal_latest s WHERE s.pool = p.name) AS last_busy_at_ms,
-        (SELECT json_agg(json_build_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
-                    w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms)
-                ORDER BY w.started_at_ms, w.id)
-           FROM workers w
-          WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2))::text AS workers_json,
-        (SELECT json_agg(json_build_array(s.worker, s.name, s.value, s.at_ms) ORDER BY s.worker, s.name)
-           FROM signal_latest s WHERE s.pool = p.name)::text AS latest_json,
-        (SELECT json_agg(json_build_array(e.kind, e.instance_type, e.zone, e.at_ms))
-           FROM pool_events e
-          WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
-            AND e.kind IN ('interruption_warning', 'capacity_error')
-            AND e.instance_type IS NOT NULL)::text AS incidents_json
-        FROM pools p WHERE p.name = $1 FOR NO KEY UPDATE OF p";
+    /// Reads a pool with everything its decision needs, in one statement (one consistent
+    /// snapshot) with the reads aggregated into JSON.
+    const READ_POOL: &'static str = pool_read_sql!();
+    /// The same, locking the pool's row until the transaction ends: concurrent decisions that
+    /// write queue here, and hold the lock for one round trip, not four. NO KEY UPDATE, so
+    /// inserts that merely reference the pool (workers, events) do not wait.
+    const LOCK_POOL: &'static str = concat!(pool_read_sql!(), " FOR NO KEY UPDATE OF p");
 
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
         Ok(self.pool.begin().await?)

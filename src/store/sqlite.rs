@@ -11,8 +11,32 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::NewSample;
 use super::StoreResult;
-use super::pool_sql::{LatestRow, UPSERT_LATEST_TAIL, pool_from_row, pool_sql, worker_from_row};
+use super::pool_sql::{
+    LatestRow, UPSERT_LATEST_TAIL, decision_read_from_row, pool_from_row, pool_sql, worker_from_row,
+};
 use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
+
+/// The decision read, as text, so the locking variant can append to it.
+macro_rules! pool_read_sql {
+    () => {
+        "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
+            p.since_ms, p.created_at_ms, p.updated_at_ms,
+        (SELECT MAX(s.last_busy_at_ms) FROM signal_latest s WHERE s.pool = p.name) AS last_busy_at_ms,
+        (SELECT json_group_array(json_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
+                    w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms))
+           FROM (SELECT * FROM workers w
+                  WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2)
+                  ORDER BY w.started_at_ms, w.id) w) AS workers_json,
+        (SELECT json_group_array(json_array(s.worker, s.name, s.value, s.at_ms))
+           FROM (SELECT * FROM signal_latest s WHERE s.pool = p.name ORDER BY s.worker, s.name) s) AS latest_json,
+        (SELECT json_group_array(json_array(e.kind, e.instance_type, e.zone, e.at_ms))
+           FROM pool_events e
+          WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
+            AND e.kind IN ('interruption_warning', 'capacity_error')
+            AND e.instance_type IS NOT NULL) AS incidents_json
+        FROM pools p WHERE p.name = $1"
+    };
+}
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -45,24 +69,10 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// Reads a pool with everything its decision needs; `BEGIN IMMEDIATE` already holds the
-    /// database's one write lock.
-    const LOCK_POOL: &'static str = "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
-            p.since_ms, p.created_at_ms, p.updated_at_ms,
-        (SELECT MAX(s.last_busy_at_ms) FROM signal_latest s WHERE s.pool = p.name) AS last_busy_at_ms,
-        (SELECT json_group_array(json_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
-                    w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms))
-           FROM (SELECT * FROM workers w
-                  WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2)
-                  ORDER BY w.started_at_ms, w.id) w) AS workers_json,
-        (SELECT json_group_array(json_array(s.worker, s.name, s.value, s.at_ms))
-           FROM (SELECT * FROM signal_latest s WHERE s.pool = p.name ORDER BY s.worker, s.name) s) AS latest_json,
-        (SELECT json_group_array(json_array(e.kind, e.instance_type, e.zone, e.at_ms))
-           FROM pool_events e
-          WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
-            AND e.kind IN ('interruption_warning', 'capacity_error')
-            AND e.instance_type IS NOT NULL) AS incidents_json
-        FROM pools p WHERE p.name = $1";
+    /// Reads a pool with everything its decision needs, in one statement.
+    const READ_POOL: &'static str = pool_read_sql!();
+    /// The same statement: inside `BEGIN IMMEDIATE` it already holds the one write lock.
+    const LOCK_POOL: &'static str = pool_read_sql!();
 
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
