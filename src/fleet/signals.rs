@@ -1,6 +1,8 @@
 //! Turns stored latest samples into the core's inputs: each worker's utilisation and the
 //! pool's queue signals.
 
+use std::collections::HashMap;
+
 use crate::core::scale::{Signals, Worker};
 use crate::ingest::remote_write::{GPU_UTILIZATION, PENDING_JOBS, QUEUE_DEPTH, RUNNING_JOBS};
 use crate::store::LatestSignal;
@@ -31,12 +33,14 @@ pub fn apply(
         })
     };
     let pool_util = pool_level(GPU_UTILIZATION);
+    // By worker id, so a pool of hundreds of workers is not a quadratic scan.
+    let by_worker: HashMap<&str, f64> = latest
+        .iter()
+        .filter(|s| s.name == GPU_UTILIZATION && !s.worker.is_empty())
+        .map(|s| (s.worker.as_str(), s.value))
+        .collect();
     for w in workers.iter_mut() {
-        w.utilization = latest
-            .iter()
-            .find(|s| s.worker == w.id && s.name == GPU_UTILIZATION)
-            .map(|s| s.value)
-            .or(pool_util);
+        w.utilization = by_worker.get(w.id.as_str()).copied().or(pool_util);
     }
     Signals {
         queue_depth: summed(QUEUE_DEPTH),
