@@ -37,7 +37,11 @@ fn read(workers: usize) -> DecisionRead {
         .map(|i| Worker {
             id: format!("i-{i:08x}"),
             instance_type: "g4dn.12xlarge".into(),
-            market: if i % 5 == 0 { Market::OnDemand } else { Market::Spot },
+            market: if i % 5 == 0 {
+                Market::OnDemand
+            } else {
+                Market::Spot
+            },
             zone: Some("us-east-1a".into()),
             started_at_ms: NOW - 3_600_000,
             stopped_at_ms: None,

@@ -278,7 +278,7 @@ async fn steps_cooldowns_and_idle_through_webhooks(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let mut policy = t4_policy();
     policy["max_workers"] = json!(40);
-    policy["scale_down_cooldown_sec"] = json!(2);
+    policy["scale_down_cooldown_sec"] = json!(3);
     policy["stabilization_window_sec"] = json!(0);
     policy["idle_to_zero_after_sec"] = json!(3);
     create_pool(&app, "steps", &policy).await;
@@ -317,10 +317,10 @@ async fn steps_cooldowns_and_idle_through_webhooks(backend: Backend) {
     )
     .await;
     let d = decide(&app, "steps").await;
-    assert_eq!(d["desired"], 3, "inside the 2 s cooldown: {d}");
+    assert_eq!(d["desired"], 3, "inside the 3 s cooldown: {d}");
     assert!(rules(&d).contains(&"scale_down_cooldown".to_string()));
     assert!(d["cooldown_until"].is_string());
-    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
     let d = decide(&app, "steps").await;
     assert_eq!(d["desired"], 1, "cooldown over, one job running: {d}");
     // No work and idle GPUs: held until idle_to_zero_after_sec, then to min_workers (0).
@@ -336,7 +336,7 @@ async fn steps_cooldowns_and_idle_through_webhooks(backend: Backend) {
             || rules(&d).contains(&"scale_down_cooldown".to_string()),
         "{d}"
     );
-    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(3200)).await;
     let d = decide(&app, "steps").await;
     assert_eq!(d["desired"], 0, "{d}");
     assert!(rules(&d).contains(&"idle_to_zero".to_string()), "{d}");
