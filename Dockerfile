@@ -47,8 +47,10 @@ COPY --from=builder /src/target/release/trainscaler /usr/local/bin/trainscaler
 USER 10001:10001
 WORKDIR /var/lib/trainscaler
 
-ENV TRAINSCALER_BIND=0.0.0.0:8080
-EXPOSE 8080
+ENV TRAINSCALER_BIND=0.0.0.0:8080 \
+    TRAINSCALER_GRPC_BIND=0.0.0.0:9090
+# 8080: HTTP API; 9090: gRPC (KEDA external scaler).
+EXPOSE 8080 9090
 
 # No HEALTHCHECK: the image has no curl or wget. Probe GET /healthz (liveness) and
 # GET /readyz (readiness) from the orchestrator instead.

@@ -17,7 +17,7 @@ command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2
 cargo build --release --quiet
 work=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
-DATABASE_URL="sqlite://$work/load.db" TRAINSCALER_BIND="127.0.0.1:$port" TRAINSCALER_LOG=warn \
+DATABASE_URL="sqlite://$work/load.db" TRAINSCALER_BIND="127.0.0.1:$port" TRAINSCALER_GRPC_BIND="127.0.0.1:0" TRAINSCALER_LOG=warn \
     target/release/trainscaler serve &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT

@@ -25,7 +25,7 @@ psql "$pg/postgres" -qc "DROP DATABASE IF EXISTS trainscaler_load WITH (FORCE)" 
 work=$(mktemp -d)
 port=$((20000 + RANDOM % 20000))
 base="http://127.0.0.1:$port"
-DATABASE_URL="$pg/trainscaler_load" TRAINSCALER_BIND="127.0.0.1:$port" TRAINSCALER_LOG=warn \
+DATABASE_URL="$pg/trainscaler_load" TRAINSCALER_BIND="127.0.0.1:$port" TRAINSCALER_GRPC_BIND="127.0.0.1:0" TRAINSCALER_LOG=warn \
     target/release/trainscaler serve &
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$work"' EXIT

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::sync::broadcast;
 
 use crate::api::metrics::Metrics;
 use crate::catalog::bundled::BUNDLED;
@@ -29,6 +30,17 @@ pub struct AppState {
     pub remote_write: Arc<LabelMapping>,
     /// Largest decompressed remote-write body.
     pub max_decompressed_bytes: usize,
+    /// Names of pools that just got work or want workers, for KEDA's `StreamIsActive`.
+    pub activity: broadcast::Sender<String>,
+}
+
+impl AppState {
+    /// Tells `StreamIsActive` subscribers of this replica that `pool` may have become active.
+    /// Other replicas hear of it through the store (PostgreSQL NOTIFY) when samples arrive.
+    pub fn announce_activity(&self, pool: &str) {
+        // No subscriber is not an error.
+        let _ = self.activity.send(pool.to_string());
+    }
 }
 
 /// Connects to the configured database and applies pending migrations.
@@ -86,13 +98,37 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         worker_label: serve.remote_write_worker_label.clone(),
         ..LabelMapping::default()
     };
+    let (activity, _) = broadcast::channel(1024);
+    follow_activity(store.clone(), activity.clone());
     Ok(AppState {
+        activity,
         store,
         catalog,
         metrics: Arc::new(Metrics::default()),
         remote_write: Arc::new(remote_write),
         max_decompressed_bytes: serve.max_ingest_bytes.saturating_mul(4),
     })
+}
+
+/// Forwards other replicas' pool activity (PostgreSQL NOTIFY on the activity channel) to this
+/// replica's subscribers. SQLite runs one process, which announces locally.
+fn follow_activity(store: Store, activity: broadcast::Sender<String>) {
+    let Store::Postgres(pg) = store else { return };
+    tokio::spawn(async move {
+        loop {
+            let mut listener = match pg.activity_listener().await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for pool activity; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                    continue;
+                }
+            };
+            while let Ok(n) = listener.recv().await {
+                let _ = activity.send(n.payload().to_string());
+            }
+        }
+    });
 }
 
 /// Deletes raw samples past their retention every ten minutes, in the background.

@@ -75,6 +75,18 @@ pub struct ServeConfig {
     )]
     pub remote_write_worker_label: String,
 
+    /// Address and port of the gRPC server (KEDA's external scaler).
+    #[arg(long, env = "TRAINSCALER_GRPC_BIND", default_value = "0.0.0.0:9090")]
+    pub grpc_bind: SocketAddr,
+
+    /// PEM certificate chain for TLS on the gRPC port (with the key; default plaintext).
+    #[arg(long, env = "TRAINSCALER_GRPC_TLS_CERT")]
+    pub grpc_tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key for TLS on the gRPC port.
+    #[arg(long, env = "TRAINSCALER_GRPC_TLS_KEY")]
+    pub grpc_tls_key: Option<std::path::PathBuf>,
+
     /// Hours raw metric samples are kept (the latest per series is always kept).
     #[arg(long, env = "TRAINSCALER_SAMPLE_RETENTION_HOURS", default_value_t = 48)]
     pub sample_retention_hours: u64,

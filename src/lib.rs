@@ -10,6 +10,7 @@ pub mod config;
 pub mod core;
 pub mod fleet;
 pub mod ingest;
+pub mod keda;
 pub mod snapshot;
 pub mod store;
 pub mod telemetry;

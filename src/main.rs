@@ -96,6 +96,8 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
     tracing::info!(
         database_url = %config.database_url,
         bind = %serve.bind,
+        grpc_bind = %serve.grpc_bind,
+        grpc_tls = serve.grpc_tls_cert.is_some(),
         log_format = ?config.log_format,
         log_level = %config.log_level,
         max_body_bytes = serve.max_body_bytes,
@@ -105,11 +107,31 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         no_seed = serve.no_seed,
         "effective configuration"
     );
+    let tls = trainscaler::keda::server::tls_config(
+        serve.grpc_tls_cert.as_deref(),
+        serve.grpc_tls_key.as_deref(),
+    )?;
     let state = app::prepare(config, &serve).await?;
     let listener = TcpListener::bind(serve.bind)
         .await
         .with_context(|| format!("cannot listen on {}", serve.bind))?;
-    app::serve(listener, state, &serve, app::shutdown_signal()).await
+    let grpc = TcpListener::bind(serve.grpc_bind)
+        .await
+        .with_context(|| format!("cannot listen on {} (gRPC)", serve.grpc_bind))?;
+    // One signal stops both servers; each finishes its in-flight requests.
+    let (stop, stopped) = tokio::sync::watch::channel(());
+    tokio::spawn(async move {
+        app::shutdown_signal().await;
+        let _ = stop.send(());
+    });
+    let until = |mut rx: tokio::sync::watch::Receiver<()>| async move {
+        let _ = rx.changed().await;
+    };
+    tokio::try_join!(
+        app::serve(listener, state.clone(), &serve, until(stopped.clone())),
+        trainscaler::keda::server::serve_grpc(grpc, state, tls, until(stopped)),
+    )?;
+    Ok(())
 }
 
 async fn import(

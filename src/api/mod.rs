@@ -10,6 +10,7 @@ pub mod error;
 pub mod extract;
 pub mod fleet;
 pub mod health;
+pub mod keda;
 pub mod metrics;
 pub mod offerings;
 pub mod page;
@@ -53,6 +54,7 @@ use error::{ApiError, PROBLEM_JSON};
         (name = "pools", description = "Pools of workers, their policies, workers and events"),
         (name = "signals", description = "Metric samples, remote-write and cloud notices arriving by webhook"),
         (name = "fleet", description = "The whole fleet for dashboards and people"),
+        (name = "keda", description = "KEDA's metrics-api scaler (the gRPC external scaler listens on its own port)"),
         (name = "health", description = "Probes and metrics"),
     )
 )]
@@ -89,6 +91,7 @@ fn routes(json_limit: usize, catalog_limit: usize, ingest_limit: usize) -> OpenA
         .routes(routes!(fleet::get_fleet_pool))
         .routes(routes!(fleet::fleet_page))
         .routes(routes!(metrics::metrics))
+        .routes(routes!(keda::keda_pool))
         .layer(RequestBodyLimitLayer::new(json_limit));
     let uploads = OpenApiRouter::new()
         .routes(routes!(catalog::import_catalog))

@@ -164,6 +164,9 @@ pub async fn post_metrics(
         return Err(ApiError::invalid_fields(errors));
     }
     let report = state.store.ingest(&samples, shows_work, now).await?;
+    for pool in &report.active_pools {
+        state.announce_activity(pool);
+    }
     state
         .metrics
         .samples
@@ -256,6 +259,9 @@ pub async fn post_prometheus(
         .collect();
     // A pool deleted between the check and the write would fail the batch; that is a retry.
     let report = state.store.ingest(&samples, shows_work, now).await?;
+    for pool in &report.active_pools {
+        state.announce_activity(pool);
+    }
     state
         .metrics
         .samples

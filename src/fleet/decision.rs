@@ -22,8 +22,20 @@ pub struct PoolDecision {
     pub changed: bool,
     #[serde(flatten)]
     pub decision: WorkersDecision,
+    /// Jobs waiting (queue depth plus pending jobs) in the fresh signals the decision used.
+    pub queue_depth: Option<f64>,
+    pub running_jobs: Option<f64>,
     /// The catalog version prices were taken from.
     pub catalog_version: i64,
+}
+
+impl PoolDecision {
+    /// Whether this decision took the pool from no workers wanted to some: the moment KEDA's
+    /// `StreamIsActive` subscribers must hear of. Only the change is announced, so a
+    /// subscriber that decides on hearing it does not wake itself again.
+    pub fn activated(&self) -> bool {
+        self.changed && self.decision.previous_desired == 0 && self.decision.desired > 0
+    }
 }
 
 /// Decides for `pool` at `now_ms`; `None` when there is no such pool.
@@ -73,6 +85,11 @@ pub fn run(
         decided_at: rfc3339(now_ms),
         changed,
         decision: outcome.decision.clone(),
+        queue_depth: match (signals.queue_depth, signals.pending_jobs) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        },
+        running_jobs: signals.running_jobs,
         catalog_version: catalog.version(),
     };
     // The fleet view shows the last decision whose outcome differs, not every repeat of it.

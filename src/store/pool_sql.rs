@@ -456,9 +456,22 @@ macro_rules! pool_sql {
                 for chunk in latest.chunks($crate::store::pool_sql::CHUNK) {
                     Self::upsert_latest(&mut tx, chunk).await?;
                 }
+                let mut active_pools: Vec<String> = latest
+                    .iter()
+                    .filter(|l| l.last_busy_at_ms.is_some())
+                    .map(|l| l.pool.clone())
+                    .collect();
+                active_pools.dedup();
+                for pool in &active_pools {
+                    Self::announce_activity(&mut tx, pool).await?;
+                }
                 tx.commit().await?;
                 let total = samples.len() as u64;
-                Ok($crate::store::IngestReport { accepted: total, duplicates: total.saturating_sub(inserted) })
+                Ok($crate::store::IngestReport {
+                    accepted: total,
+                    duplicates: total.saturating_sub(inserted),
+                    active_pools,
+                })
             }
 
             /// Records cloud notices all or nothing: each is matched to a pool (by name or by

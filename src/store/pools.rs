@@ -35,11 +35,13 @@ pub struct NewSample {
 }
 
 /// What an ingestion batch did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IngestReport {
     pub accepted: u64,
     /// Samples already stored with the same pool, worker, name and time.
     pub duplicates: u64,
+    /// Pools with a sample in the batch that shows work.
+    pub active_pools: Vec<String>,
 }
 
 /// The newest sample of one series.

@@ -18,6 +18,9 @@ use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
 /// The LISTEN/NOTIFY channel that announces catalog changes.
 pub const CATALOG_CHANNEL: &str = "trainscaler_catalog";
 
+/// The LISTEN/NOTIFY channel on which ingestion names pools whose samples show work.
+pub const ACTIVITY_CHANNEL: &str = "trainscaler_activity";
+
 /// Serialises catalog imports and seeding across replicas (an arbitrary constant key).
 const CATALOG_LOCK_KEY: i64 = 0x7472_6169_6e73_6361; // "trainsca"
 
@@ -78,6 +81,26 @@ impl PgStore {
     /// write queue here, and hold the lock for one round trip, not four. NO KEY UPDATE, so
     /// inserts that merely reference the pool (workers, events) do not wait.
     const LOCK_POOL: &'static str = concat!(pool_read_sql!(), " FOR NO KEY UPDATE OF p");
+
+    /// A listener for pool activity (see [`ACTIVITY_CHANNEL`]).
+    pub async fn activity_listener(&self) -> StoreResult<PgListener> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(ACTIVITY_CHANNEL).await?;
+        Ok(listener)
+    }
+
+    /// Queued in the transaction, delivered at commit.
+    async fn announce_activity(
+        tx: &mut Transaction<'static, Postgres>,
+        pool: &str,
+    ) -> StoreResult<()> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(ACTIVITY_CHANNEL)
+            .bind(pool)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
 
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
         Ok(self.pool.begin().await?)

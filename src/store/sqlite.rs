@@ -74,6 +74,14 @@ impl SqliteStore {
     /// The same statement: inside `BEGIN IMMEDIATE` it already holds the one write lock.
     const LOCK_POOL: &'static str = pool_read_sql!();
 
+    /// One process: the API announces activity to its own subscribers.
+    async fn announce_activity(
+        _tx: &mut Transaction<'static, Sqlite>,
+        _pool: &str,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
+
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }

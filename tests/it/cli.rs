@@ -141,6 +141,7 @@ async fn serve_with_no_configuration_answers_from_the_bundled_catalog() {
         .current_dir(dir.path())
         .env_remove("DATABASE_URL")
         .env("TRAINSCALER_BIND", "127.0.0.1:0")
+        .env("TRAINSCALER_GRPC_BIND", "127.0.0.1:0")
         .env("TRAINSCALER_LOG_FORMAT", "json")
         .stderr(Stdio::piped())
         .spawn()

@@ -127,12 +127,17 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         remote_write_pool_label: "pool".into(),
         remote_write_worker_label: "Hostname".into(),
         sample_retention_hours: 48,
+        grpc_bind: "127.0.0.1:0".parse().unwrap(),
+        grpc_tls_cert: None,
+        grpc_tls_key: None,
     }
 }
 
 /// The real server on a random loopback port, with its own database.
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// The gRPC (KEDA external scaler) address.
+    pub grpc_addr: SocketAddr,
     pub client: reqwest::Client,
     pub db: Arc<TestDb>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -160,16 +165,29 @@ impl TestApp {
         // Bound before the server task starts, so the first request cannot race it.
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().unwrap();
+        let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind gRPC");
+        let grpc_addr = grpc.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
+        let (grpc_tx, grpc_rx) = oneshot::channel::<()>();
+        let grpc_state = state.clone();
+        tokio::spawn(async move {
+            trainscaler::keda::server::serve_grpc(grpc, grpc_state, None, async {
+                let _ = grpc_rx.await;
+            })
+            .await
+            .expect("gRPC server");
+        });
         tokio::spawn(async move {
             app::serve(listener, state, &serve, async {
                 let _ = rx.await;
             })
             .await
             .expect("server");
+            let _ = grpc_tx.send(());
         });
         Self {
             addr,
+            grpc_addr,
             client: reqwest::Client::new(),
             db,
             shutdown: Some(tx),

@@ -11,6 +11,7 @@ mod http_pools;
 mod http_prices;
 mod http_remote_write;
 mod http_surface;
+mod keda_grpc;
 mod openapi_drift;
 mod replicas;
 mod select_cases;
