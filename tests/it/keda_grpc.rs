@@ -403,3 +403,67 @@ mod wire {
         the_wire_format_matches_kedas_field_numbers(Backend::Sqlite).await
     }
 }
+
+/// With a certificate and key configured, the gRPC port speaks TLS: a client that trusts the
+/// certificate gets answers, a plaintext client does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_over_tls_with_configured_certificate() {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let tls = trainscaler::keda::server::tls_config(Some(&cert_path), Some(&key_path))
+        .unwrap()
+        .expect("TLS configured");
+    assert!(trainscaler::keda::server::tls_config(Some(&cert_path), None).is_err());
+
+    let db = Arc::new(crate::common::TestDb::new(Backend::Sqlite).await);
+    let app = TestApp::spawn_on(Arc::clone(&db), false).await;
+    create_pool(&app, "secure", &t4_policy()).await;
+    let state = trainscaler::app::prepare(&db.config(), &crate::common::serve_config(true))
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(trainscaler::keda::server::serve_grpc(
+        listener,
+        state,
+        Some(tls),
+        std::future::pending(),
+    ));
+
+    let ca = tonic::transport::Certificate::from_pem(cert.cert.pem());
+    let secure =
+        tonic::transport::Endpoint::from_shared(format!("https://localhost:{}", addr.port()))
+            .unwrap()
+            .tls_config(
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(ca)
+                    .domain_name("localhost"),
+            )
+            .unwrap()
+            .connect()
+            .await
+            .expect("TLS connect");
+    let mut keda = ExternalScalerClient::new(secure);
+    assert!(
+        !keda
+            .is_active(object(Some("secure")))
+            .await
+            .unwrap()
+            .into_inner()
+            .result
+    );
+
+    let plain = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await;
+    if let Ok(plain) = plain {
+        let refused = ExternalScalerClient::new(plain)
+            .is_active(object(Some("secure")))
+            .await;
+        assert!(refused.is_err(), "plaintext must not be answered over TLS");
+    }
+}
