@@ -64,6 +64,8 @@ pub struct Metrics {
     pub decisions: Family<DecisionLabels, Counter>,
     pub samples: Family<SourceLabels, Counter>,
     pub cloud_events: Family<KindLabels, Counter>,
+    /// Open KEDA `StreamIsActive` subscriptions on this replica.
+    pub keda_streams: Gauge,
     current: PoolGauge,
     desired: PoolGauge,
     cost_per_hour: PoolGauge,
@@ -108,6 +110,12 @@ impl Default for Metrics {
             "Cloud notices recorded, by kind",
             cloud_events.clone(),
         );
+        let keda_streams = Gauge::default();
+        registry.register(
+            "keda_streams",
+            "Open KEDA StreamIsActive subscriptions on this replica",
+            keda_streams.clone(),
+        );
         let mut gauge = |name: &str, help: &str| {
             let g = PoolGauge::default();
             registry.register(name, help, g.clone());
@@ -138,6 +146,7 @@ impl Default for Metrics {
             decisions,
             samples,
             cloud_events,
+            keda_streams,
             current,
             desired,
             cost_per_hour,

@@ -95,6 +95,22 @@ pub fn pool_of(r: &ScaledObjectRef) -> Result<String, Status> {
         })
 }
 
+/// Counts an open subscription in `/metrics` for as long as it lives.
+struct OpenStream(prometheus_client::metrics::gauge::Gauge);
+
+impl OpenStream {
+    fn new(state: &AppState) -> Self {
+        state.metrics.keda_streams.inc();
+        Self(state.metrics.keda_streams.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 type Stream2<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
@@ -124,7 +140,9 @@ impl ExternalScaler for Scaler {
         let first = self.decide(&pool).await?.decision.desired > 0;
         let (tx, rx) = mpsc::channel(4);
         let scaler = self.clone();
+        let open = OpenStream::new(&self.state);
         tokio::spawn(async move {
+            let _open = open;
             let mut last = first;
             if tx
                 .send(Ok(IsActiveResponse { result: first }))

@@ -169,8 +169,17 @@ async fn stream_pushes_true_when_an_idle_pool_gets_work(backend: Backend) {
         .unwrap()
         .expect("a message");
     assert!(pushed.result);
-    // The subscriber goes; the server's task for it ends without an error surfacing anywhere.
+    assert!(open_streams(&app).await == 1);
+    // The subscriber goes; the server ends its task for it.
     drop(stream);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while open_streams(&app).await != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stream was never cleaned up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(
         keda.is_active(object(Some("push")))
             .await
@@ -178,6 +187,15 @@ async fn stream_pushes_true_when_an_idle_pool_gets_work(backend: Backend) {
             .into_inner()
             .result
     );
+}
+
+/// `trainscaler_keda_streams` from `/metrics`.
+async fn open_streams(app: &TestApp) -> i64 {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("trainscaler_keda_streams "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("trainscaler_keda_streams in /metrics")
 }
 
 on_both_backends!(
