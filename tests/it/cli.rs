@@ -147,32 +147,46 @@ async fn serve_with_no_configuration_answers_from_the_bundled_catalog() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let addr = tokio::task::spawn_blocking(move || {
+    // Read stderr to the end on a thread of its own: the address comes from the "listening"
+    // line, and everything the server says is kept to show if the test fails.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Option<String>>();
+    let lines = std::sync::Arc::clone(&log);
+    std::thread::spawn(move || {
+        let mut sent = false;
         for line in BufReader::new(stderr).lines() {
-            let line = line.ok()?;
-            let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
-                continue;
-            };
-            if event["message"] == "listening" {
-                return event["addr"].as_str().map(str::to_string);
+            let Ok(line) = line else { break };
+            if !sent
+                && let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
+                && event["message"] == "listening"
+            {
+                let _ = addr_tx.send(event["addr"].as_str().map(str::to_string));
+                sent = true;
             }
+            lines.lock().unwrap().push(line);
         }
-        None
-    })
-    .await
-    .unwrap();
+        let _ = addr_tx.send(None);
+    });
+    let server_log = || log.lock().unwrap().join("\n");
+    let addr = tokio::task::spawn_blocking(move || addr_rx.recv().ok().flatten())
+        .await
+        .unwrap();
     let Some(addr) = addr else {
         let _ = child.kill();
-        panic!("the server exited without listening");
+        panic!("the server exited without listening:\n{}", server_log());
     };
-    let body: serde_json::Value = reqwest::get(format!(
+    let response = reqwest::get(format!(
         "http://{addr}/v1/offerings?gpu=A100&min_gpus=8&limit=1000"
     ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    .await;
+    let body: serde_json::Value = match response {
+        Ok(r) => r.json().await.unwrap(),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{e}; the server said:\n{}", server_log());
+        }
+    };
     let _ = child.kill();
     let _ = child.wait();
     let providers: std::collections::BTreeSet<&str> = body["items"]
