@@ -228,18 +228,21 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
         p.gpus_per_job.is_some() && mode_name != ModeName::Queue,
         "queue",
     );
-    let util_given = p.target_utilization.is_some() || p.tolerance.is_some();
+    let not_utilization = mode_name != ModeName::Utilization;
     c.only_in(
         "target_utilization",
-        util_given && mode_name != ModeName::Utilization,
+        p.target_utilization.is_some() && not_utilization,
         "utilization",
     );
-    let elastic_given = p.min_nodes.is_some() || p.max_nodes.is_some() || p.node_step.is_some();
     c.only_in(
-        "min_nodes",
-        elastic_given && mode_name != ModeName::Elastic,
-        "elastic",
+        "tolerance",
+        p.tolerance.is_some() && not_utilization,
+        "utilization",
     );
+    let not_elastic = mode_name != ModeName::Elastic;
+    c.only_in("min_nodes", p.min_nodes.is_some() && not_elastic, "elastic");
+    c.only_in("max_nodes", p.max_nodes.is_some() && not_elastic, "elastic");
+    c.only_in("node_step", p.node_step.is_some() && not_elastic, "elastic");
     let mode = match mode_name {
         ModeName::Queue => {
             let gpus_per_job = p.gpus_per_job.unwrap_or(gpus_per_worker);
@@ -266,11 +269,25 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
         ModeName::Elastic => {
             let (min_nodes, max_nodes) = match (p.min_nodes, p.max_nodes) {
                 (Some(a), Some(b)) => (a, b),
-                _ => {
-                    c.fail("min_nodes", "mode `elastic` needs min_nodes and max_nodes");
+                (a, b) => {
+                    for (field, missing) in [("min_nodes", a.is_none()), ("max_nodes", b.is_none())]
+                    {
+                        if missing {
+                            c.fail(field, "is required in mode `elastic`");
+                        }
+                    }
                     (1, 1)
                 }
             };
+            if min_nodes > p.max_workers {
+                c.fail(
+                    "min_nodes",
+                    format!(
+                        "the gang of {min_nodes} does not fit in max_workers ({})",
+                        p.max_workers
+                    ),
+                );
+            }
             if min_nodes == 0 {
                 c.fail("min_nodes", "must be at least 1");
             }

@@ -247,6 +247,7 @@ pub async fn delete_worker(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct EventParams {
     /// Page size, 1 to 500 (default 100).
     #[param(value_type = Option<u32>)]

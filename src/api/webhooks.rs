@@ -257,8 +257,16 @@ pub async fn post_prometheus(
             at_ms: s.at_ms,
         })
         .collect();
-    // A pool deleted between the check and the write would fail the batch; that is a retry.
-    let report = state.store.ingest(&samples, shows_work, now).await?;
+    // A pool deleted between the check and the write fails the batch: answer 503 so that
+    // Prometheus retries it (it drops batches answered 4xx), and the retry skips that pool.
+    let report = match state.store.ingest(&samples, shows_work, now).await {
+        Err(crate::store::StoreError::UnknownPool { pool, .. }) => {
+            return Err(ApiError::unavailable(format!(
+                "pool `{pool}` was deleted while this batch was written; retry"
+            )));
+        }
+        other => other?,
+    };
     for pool in &report.active_pools {
         state.announce_activity(pool);
     }

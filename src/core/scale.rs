@@ -31,6 +31,20 @@ pub struct PoolState {
     pub need_history: Vec<(i64, u32)>,
     /// The UTC day (its start) on which a budget alarm was last raised.
     pub budget_alarm_day_ms: Option<i64>,
+    /// Interruption warnings already given a replacement: (worker, warning time).
+    pub replaced: Vec<(String, i64)>,
+}
+
+impl PoolState {
+    /// The latest time the state recorded.
+    pub fn latest_ms(&self) -> i64 {
+        [self.last_scale_up_at_ms, self.last_scale_down_at_ms]
+            .into_iter()
+            .flatten()
+            .chain(self.need_history.last().map(|(at, _)| *at))
+            .max()
+            .unwrap_or(i64::MIN)
+    }
 }
 
 /// A spot warning for a worker: it will be reclaimed at `action_at_ms`.
@@ -126,6 +140,9 @@ pub struct TypeTarget {
     pub count: u32,
     /// Zones to launch in, recent capacity errors left out; empty means any.
     pub zones: Vec<String>,
+    /// Zones with a recent capacity error for this type: stay out of them (matters when
+    /// `zones` is empty, meaning any).
+    pub avoid_zones: Vec<String>,
 }
 
 /// One thing to do to reach the target.
@@ -137,6 +154,7 @@ pub enum Action {
         market: Market,
         count: u32,
         zones: Vec<String>,
+        avoid_zones: Vec<String>,
     },
     /// Workers to remove, idle ones first.
     ScaleDown { workers: Vec<String> },
@@ -146,6 +164,7 @@ pub enum Action {
         instance_type: String,
         market: Market,
         zones: Vec<String>,
+        avoid_zones: Vec<String>,
     },
     /// Tell the worker's job to save a checkpoint before `deadline_ms`.
     Checkpoint {
@@ -246,7 +265,9 @@ impl Rules {
 /// Evaluates the pool once. Pure: the same input always gives the same outcome.
 pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     let p = input.policy;
-    let now = input.now_ms;
+    // A decision that read the clock before waiting for the pool's lock may run after a later
+    // one: never step behind what the state already recorded.
+    let now = input.now_ms.max(input.state.latest_ms());
     let mut rules = Rules {
         reasons: Vec::new(),
     };
@@ -291,6 +312,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     // 3-5. Steps, cooldowns, stabilisation, idle.
     let busy =
         waiting > 0.0 || running > 0.0 || utils.iter().any(|u| *u >= p.idle_utilization_threshold);
+    // Workers that report nothing (an exporter down, say) are not idle: nothing is known.
+    let silent = capacity > 0
+        && utils.is_empty()
+        && input.signals.queue_depth.is_none()
+        && input.signals.pending_jobs.is_none()
+        && input.signals.running_jobs.is_none();
     let mut cooldown_until = None;
     let mut wake_at = Vec::new();
     let up_cooldown_end = input
@@ -313,6 +340,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
                 p.min_workers, p.max_workers
             ),
             &[("previous", previous.into())],
+        );
+    } else if silent && bounded <= previous {
+        rules.fire(
+            "no_signal",
+            format!("{capacity} workers and no fresh signal of any kind: holding {previous}"),
+            &[("capacity", capacity.into())],
         );
     } else if !busy && bounded <= previous && previous > p.min_workers {
         // No work at all: keep warm workers until the pool has been idle long enough.
@@ -435,13 +468,15 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
                     ("highest_in_window", highest.into()),
                 ],
             );
-            if let Some((at, _)) = state
-                .need_history
-                .iter()
-                .rev()
-                .find(|(_, n)| *n >= previous)
+            // A point holds the target while it is in force inside the window: until the
+            // next point's time plus the window.
+            let h = &state.need_history;
+            if let Some(leaves) = (0..h.len())
+                .filter(|&i| h[i].1 >= previous)
+                .filter_map(|i| h.get(i + 1).map(|next| next.0))
+                .max()
             {
-                wake_at.push(at + secs(p.stabilization_window_sec));
+                wake_at.push(leaves + secs(p.stabilization_window_sec));
             }
         } else if let Some(end) = down_blocked {
             rules.fire(
@@ -530,15 +565,16 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
                     node_step,
                 } = p.mode
                 {
-                    target = whole_gangs(
-                        &mut rules,
-                        target,
-                        min_nodes,
-                        max_nodes.min(p.max_workers),
-                        node_step,
-                        0,
-                    )
-                    .min(affordable);
+                    // The largest whole gang within what is affordable, else hold the workers
+                    // that exist: a cap never terminates, and never starts a partial gang.
+                    let step = node_step.max(1);
+                    let max_nodes = max_nodes.min(p.max_workers);
+                    let gang_down = if affordable < min_nodes || min_nodes > max_nodes {
+                        0
+                    } else {
+                        min_nodes + (affordable.min(max_nodes) - min_nodes) / step * step
+                    };
+                    target = gang_down.max(capacity);
                 }
             }
             exceeded = projected(target) > daily;
@@ -603,6 +639,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
             wake_at.push(d);
         }
     }
+    // Forget replacements of warnings that are over (the worker stopped or was re-registered).
+    state.replaced.retain(|(id, at)| {
+        doomed
+            .iter()
+            .any(|w| &w.id == id && w.warning.as_ref().is_some_and(|x| x.at_ms == *at))
+    });
     let mut shortfall = target.saturating_sub(capacity);
     let rate = interruption_rate(p, input, &live);
     for w in &doomed {
@@ -619,17 +661,25 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
                 ("max_interruption_rate", p.max_interruption_rate),
             ],
         );
-        events.push(DecisionEvent::Replacement {
-            worker: w.id.clone(),
-            instance_type: instance_type.clone(),
-            market,
-        });
+        // The action repeats until the replacement exists; the event is logged once.
+        let warned_at = w.warning.as_ref().map_or(0, |x| x.at_ms);
+        let key = (w.id.clone(), warned_at);
+        if !state.replaced.contains(&key) {
+            state.replaced.push(key);
+            events.push(DecisionEvent::Replacement {
+                worker: w.id.clone(),
+                instance_type: instance_type.clone(),
+                market,
+            });
+        }
         let zones = blocked.zones_for(p, &instance_type);
+        let avoid_zones = blocked.avoid_zones(&instance_type);
         actions.push(Action::Replace {
             worker: w.id.clone(),
             instance_type,
             market,
             zones,
+            avoid_zones,
         });
     }
     if shortfall > 0 {
@@ -787,11 +837,14 @@ fn whole_gangs(
         return 0;
     }
     let step = node_step.max(1);
-    let whole = if target < min_nodes {
-        // A partial gang is useless: launch the whole gang at once.
+    // The largest whole count allowed, and the smallest whole count at or above the target:
+    // rounding up, so that a step smaller than a gang still adds one (a partial gang is
+    // useless, and rounding down would hold the pool where it is for good).
+    let largest = min_nodes + (max_nodes - min_nodes) / step * step;
+    let whole = if target <= min_nodes {
         min_nodes
     } else {
-        min_nodes + (target.min(max_nodes) - min_nodes) / step * step
+        (min_nodes + (target - min_nodes).div_ceil(step) * step).min(largest)
     };
     if whole != target {
         rules.fire(
@@ -870,8 +923,21 @@ impl<'a> Blocked<'a> {
         b
     }
 
-    /// The policy's zones minus those with recent capacity errors for this type; `None` when
-    /// every allowed zone is blocked.
+    /// Zones with a recent capacity error for this type.
+    fn avoid_zones(&self, instance_type: &str) -> Vec<String> {
+        let mut z: Vec<String> = self
+            .capacity
+            .iter()
+            .filter(|(t, _)| *t == instance_type)
+            .filter_map(|(_, z)| z.map(str::to_string))
+            .collect();
+        z.sort();
+        z.dedup();
+        z
+    }
+
+    /// The policy's zones minus those with recent capacity errors for this type (empty when
+    /// the policy allows any zone).
     fn zones_for(&self, p: &Policy, instance_type: &str) -> Vec<String> {
         p.zones
             .iter()
@@ -916,11 +982,21 @@ fn split_by_type(
 ) -> Vec<TypeTarget> {
     let (mut od, mut spot) = market_split(p, total);
     let mut out = Vec::new();
-    let spot_type = blocked.first(p, Market::Spot, None);
+    let mut spot_type = blocked.first(p, Market::Spot, None);
     if spot > 0 && spot_type.is_none() {
-        rules.fire("spot_fallback", format!("no spot instance type is usable (recent capacity errors or interruptions): {spot} spot workers go on-demand"), &[("spot", spot.into())]);
-        od += spot;
-        spot = 0;
+        if p.any_allows(Market::OnDemand) {
+            rules.fire("spot_fallback", format!("no spot instance type is usable (recent capacity errors or interruptions): {spot} spot workers go on-demand"), &[("spot", spot.into())]);
+            od += spot;
+            spot = 0;
+        } else {
+            // A spot-only pool has nowhere else to go: keep asking for spot.
+            rules.fire("no_usable_type", format!("every spot type had a recent capacity error or interruption and the policy allows no on-demand: {spot} spot workers of the first type by priority"), &[("spot", spot.into())]);
+            spot_type = p
+                .instance_types
+                .iter()
+                .find(|c| c.allows(Market::Spot))
+                .map(|c| c.instance_type.clone());
+        }
     }
     if od > 0 {
         let t = blocked.first(p, Market::OnDemand, None).or_else(|| {
@@ -938,6 +1014,7 @@ fn split_by_type(
         if let Some(t) = t {
             out.push(TypeTarget {
                 zones: blocked.zones_for(p, &t),
+                avoid_zones: blocked.avoid_zones(&t),
                 instance_type: t,
                 market: Market::OnDemand,
                 count: od,
@@ -947,6 +1024,7 @@ fn split_by_type(
     if let (true, Some(t)) = (spot > 0, spot_type) {
         out.push(TypeTarget {
             zones: blocked.zones_for(p, &t),
+            avoid_zones: blocked.avoid_zones(&t),
             instance_type: t,
             market: Market::Spot,
             count: spot,
@@ -997,6 +1075,18 @@ fn replacement_for(
             );
         }
     }
+    if !p.any_allows(Market::OnDemand) {
+        // A spot-only pool replaces with spot whatever the rate: the next type, else the same.
+        let t = blocked
+            .first(p, Market::Spot, Some(&w.instance_type))
+            .or_else(|| blocked.first(p, Market::Spot, None))
+            .unwrap_or_else(|| w.instance_type.clone());
+        return (
+            t,
+            Market::Spot,
+            "the policy allows no on-demand: spot again".to_string(),
+        );
+    }
     let t = blocked
         .first(p, Market::OnDemand, None)
         .or_else(|| {
@@ -1040,6 +1130,7 @@ fn scale_up_actions(by_type: &[TypeTarget], live: &[&Worker], mut shortfall: u32
                 market: t.market,
                 count: n,
                 zones: t.zones.clone(),
+                avoid_zones: t.avoid_zones.clone(),
             });
         }
     }
@@ -1051,13 +1142,15 @@ fn scale_up_actions(by_type: &[TypeTarget], live: &[&Worker], mut shortfall: u32
             market: t.market,
             count: shortfall,
             zones: t.zones.clone(),
+            avoid_zones: t.avoid_zones.clone(),
         });
     }
     out
 }
 
-/// Idle workers first (lowest utilisation), then those of a market over its share, then the
-/// newest (the least work lost and, with per-second billing, nothing saved by keeping them).
+/// Idle workers first, then those of a market over its share (so the on-demand base stays),
+/// then the lowest utilisation, then the newest (the least work lost and, with per-second
+/// billing, nothing saved by keeping them).
 fn pick_for_removal(p: &Policy, live: &[&Worker], by_type: &[TypeTarget], n: usize) -> Vec<String> {
     let share = |m: Market| {
         by_type
@@ -1079,12 +1172,12 @@ fn pick_for_removal(p: &Policy, live: &[&Worker], by_type: &[TypeTarget], n: usi
         let idle = |w: &Worker| w.utilization.unwrap_or(0.0) < p.idle_utilization_threshold;
         idle(b)
             .cmp(&idle(a))
+            .then(over(b.market).cmp(&over(a.market)))
             .then(
                 a.utilization
                     .unwrap_or(0.0)
                     .total_cmp(&b.utilization.unwrap_or(0.0)),
             )
-            .then(over(b.market).cmp(&over(a.market)))
             .then(b.started_at_ms.cmp(&a.started_at_ms))
             .then(a.id.cmp(&b.id))
     });

@@ -424,3 +424,162 @@ fn the_same_input_gives_the_same_answer() {
     assert_eq!(a.decision, b.decision);
     assert_eq!(a.state, b.state);
 }
+
+#[test]
+fn elastic_grows_by_whole_gangs_even_when_a_step_is_smaller() {
+    let mut c = Case::new(workers(4), queue(1.0, 0.0));
+    c.policy.mode = Mode::Elastic {
+        min_nodes: 4,
+        max_nodes: 16,
+        node_step: 4,
+    };
+    c.policy.max_workers = 16;
+    // 50% of 4 is 2, less than a gang of 4: round up to the next whole gang, not down to 4.
+    let o = c.run();
+    assert_eq!(o.decision.desired, 8);
+}
+
+#[test]
+fn a_budget_cap_never_starts_a_partial_gang_nor_stops_workers() {
+    let mut c = Case::new(vec![], queue(1.0, 0.0));
+    c.policy.mode = Mode::Elastic {
+        min_nodes: 4,
+        max_nodes: 8,
+        node_step: 4,
+    };
+    c.policy.max_workers = 8;
+    c.policy.spot_percentage = 0;
+    c.policy.budget_action = BudgetAction::Cap;
+    // 16 hours left at $3.912/h: two workers ($125) fit in $130, a gang of four does not.
+    c.policy.daily_budget = Some(130.0);
+    assert_eq!(c.run().decision.desired, 0, "no partial gang");
+    // Seven live workers (a gang of eight with one gone), eight unaffordable: hold seven.
+    c.workers = workers(7);
+    c.state.desired = Some(7);
+    c.policy.daily_budget = Some(7.0 * 3.912 * 16.0 + 1.0);
+    let o = c.run();
+    assert_eq!(o.decision.desired, 7, "{:?}", o.decision.reasons);
+    assert!(
+        !o.decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::ScaleDown { .. }))
+    );
+}
+
+#[test]
+fn a_spot_only_pool_keeps_asking_for_spot_after_an_interruption() {
+    let mut c = Case::new(workers(2), queue(0.0, 2.0));
+    c.policy.instance_types = vec![InstanceChoice {
+        instance_type: "g4dn.12xlarge".into(),
+        markets: vec![Market::Spot],
+    }];
+    c.workers[1].warning = Some(Warning {
+        kind: WarningKind::InterruptionWarning,
+        at_ms: T0 - 10_000,
+        action_at_ms: Some(T0 + 110_000),
+    });
+    c.incidents = vec![Incident {
+        kind: IncidentKind::Interruption,
+        instance_type: "g4dn.12xlarge".into(),
+        zone: None,
+        at_ms: T0 - 10_000,
+    }];
+    let o = c.run();
+    assert_eq!(o.decision.by_type.len(), 1);
+    assert_eq!(o.decision.by_type[0].market, Market::Spot);
+    let replace = o.decision.actions.iter().find_map(|a| match a {
+        Action::Replace { market, .. } => Some(*market),
+        _ => None,
+    });
+    assert_eq!(replace, Some(Market::Spot));
+}
+
+#[test]
+fn a_replacement_is_logged_once_and_its_action_repeats() {
+    let mut c = Case::new(workers(2), queue(0.0, 2.0));
+    c.policy.max_interruption_rate = 1.0;
+    c.workers[1].warning = Some(Warning {
+        kind: WarningKind::InterruptionWarning,
+        at_ms: T0 - 10_000,
+        action_at_ms: Some(T0 + 110_000),
+    });
+    let o = c.run();
+    assert_eq!(o.events.len(), 1, "{:?}", o.events);
+    c.state = o.state;
+    c.now += 1000;
+    let again = c.run();
+    assert!(again.events.is_empty());
+    assert_eq!(again.state, c.state, "nothing new to store");
+    assert!(
+        again
+            .decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Replace { .. }))
+    );
+}
+
+#[test]
+fn zone_capacity_errors_are_avoided_when_any_zone_is_allowed() {
+    let mut c = Case::new(vec![], queue(2.0, 0.0));
+    c.incidents = vec![Incident {
+        kind: IncidentKind::CapacityError,
+        instance_type: "g4dn.12xlarge".into(),
+        zone: Some("us-east-1b".into()),
+        at_ms: T0 - MIN,
+    }];
+    let o = c.run();
+    assert_eq!(o.decision.by_type[0].instance_type, "g4dn.12xlarge");
+    assert_eq!(
+        o.decision.by_type[0].avoid_zones,
+        vec!["us-east-1b".to_string()]
+    );
+    assert!(o.decision.actions.iter().all(|a| match a {
+        Action::ScaleUp { avoid_zones, .. } => avoid_zones == &["us-east-1b".to_string()],
+        _ => true,
+    }));
+}
+
+#[test]
+fn workers_that_report_nothing_are_not_idled() {
+    let mut c = Case::new(workers(3), Signals::default());
+    for w in &mut c.workers {
+        w.utilization = None;
+    }
+    c.signals.last_busy_at_ms = Some(T0 - 60 * MIN);
+    let o = c.run();
+    assert_eq!(o.decision.desired, 3);
+    assert!(fired(&o, "no_signal"));
+}
+
+#[test]
+fn stabilisation_wakes_when_the_high_need_leaves_the_window() {
+    let mut c = Case::new(workers(8), queue(0.0, 2.0));
+    c.policy.max_workers = 40;
+    // Need 8 until 50 s ago, then 2: the 8 leaves the 300 s window in 250 s.
+    c.state.need_history = vec![(T0 - 400_000, 8), (T0 - 50_000, 2)];
+    c.state.desired = Some(8);
+    let o = c.run();
+    assert!(fired(&o, "stabilization"));
+    assert_eq!(
+        o.decision.next_evaluation_at_ms,
+        T0 + 30_000,
+        "capped at the interval"
+    );
+    c.now = T0 + 200_000;
+    let o = c.run();
+    assert_eq!(o.decision.desired, 8);
+    assert_eq!(o.decision.next_evaluation_at_ms, T0 + 230_000);
+}
+
+#[test]
+fn a_late_decision_never_steps_behind_the_state() {
+    let mut c = Case::new(workers(4), queue(16.0, 4.0));
+    c.policy.max_workers = 40;
+    c.state.last_scale_up_at_ms = Some(T0 + 5_000);
+    c.policy.scale_up_cooldown_sec = 0;
+    let o = c.run();
+    assert!(o.state.need_history.iter().all(|(at, _)| *at >= T0 + 5_000));
+    assert_eq!(o.state.last_scale_up_at_ms, Some(T0 + 5_000));
+}

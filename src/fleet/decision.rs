@@ -100,6 +100,7 @@ pub fn run(
         state: (outcome.state != read.pool.state).then_some(outcome.state),
         events,
         last_decision,
+        activated: answer.activated(),
     };
     (write, answer)
 }

@@ -13,7 +13,7 @@ pub mod server;
 
 use std::pin::Pin;
 
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -41,11 +41,13 @@ pub fn metric_name(pool: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct Scaler {
     state: AppState,
+    /// Becomes true when the server shuts down, so open streams end and shutdown can finish.
+    stopping: watch::Receiver<bool>,
 }
 
 impl Scaler {
-    pub fn new(state: AppState) -> Self {
-        Self { state }
+    pub fn new(state: AppState, stopping: watch::Receiver<bool>) -> Self {
+        Self { state, stopping }
     }
 
     async fn decide(&self, pool: &str) -> Result<PoolDecision, Status> {
@@ -141,6 +143,7 @@ impl ExternalScaler for Scaler {
         let (tx, rx) = mpsc::channel(4);
         let scaler = self.clone();
         let open = OpenStream::new(&self.state);
+        let mut stopping = self.stopping.clone();
         tokio::spawn(async move {
             let _open = open;
             let mut last = first;
@@ -154,6 +157,7 @@ impl ExternalScaler for Scaler {
             loop {
                 let woken = tokio::select! {
                     _ = tx.closed() => break,
+                    _ = stopping.wait_for(|stop| *stop) => break,
                     m = activity.recv() => m,
                 };
                 match woken {

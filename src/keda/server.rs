@@ -48,8 +48,14 @@ pub async fn serve_grpc(
             .tls_config(tls)
             .context("invalid gRPC TLS configuration")?;
     }
+    // Open StreamIsActive streams would hold a graceful shutdown open for good: end them.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
     builder
-        .add_service(ExternalScalerServer::new(Scaler::new(state)))
+        .add_service(ExternalScalerServer::new(Scaler::new(state, stopping)))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
         .context("gRPC server failed")

@@ -287,7 +287,8 @@ macro_rules! pool_sql {
                 }
                 let updated = sqlx::query(
                     "UPDATE workers SET instance_type = $3, market = $4, zone = $5, started_at_ms = $6,
-                         stopped_at_ms = NULL, updated_at_ms = $7
+                         stopped_at_ms = NULL, warning_kind = NULL, warning_at_ms = NULL,
+                         warning_action_at_ms = NULL, updated_at_ms = $7
                      WHERE pool = $1 AND id = $2",
                 )
                 .bind(pool)
@@ -515,7 +516,14 @@ macro_rules! pool_sql {
                     let instance_type = n.instance_type.clone().or(worker_type);
                     let zone = n.zone.clone().or(worker_zone);
                     let key = n.id.clone().unwrap_or_else(|| {
-                        format!("{}:{}:{}", n.kind, n.worker.as_deref().unwrap_or(""), n.at_ms)
+                        format!(
+                            "{}:{}:{}:{}:{}",
+                            n.kind,
+                            n.worker.as_deref().unwrap_or(""),
+                            instance_type.as_deref().unwrap_or(""),
+                            zone.as_deref().unwrap_or(""),
+                            n.at_ms
+                        )
                     });
                     let inserted = sqlx::query(
                         "INSERT INTO pool_events (pool, at_ms, kind, worker, instance_type, zone, detail, dedupe_key, recorded_at_ms)
@@ -640,6 +648,9 @@ macro_rules! pool_sql {
                     .bind(now_ms)
                     .execute(&mut *tx)
                     .await?;
+                }
+                if write.activated {
+                    Self::announce_activity(&mut tx, name).await?;
                 }
                 tx.commit().await?;
                 Ok(Some(answer))

@@ -73,6 +73,8 @@ pub struct DecisionWrite {
     pub events: Vec<NewEvent>,
     /// The decision to show as the pool's last, when its outcome changed: (key, rendering).
     pub last_decision: Option<(String, serde_json::Value)>,
+    /// The decision took the pool from no workers to some: tell every replica's KEDA streams.
+    pub activated: bool,
 }
 
 impl DecisionWrite {

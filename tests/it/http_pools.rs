@@ -155,6 +155,14 @@ async fn invalid_policies_name_the_field(backend: Backend) {
             422,
             "target_utilization",
         ),
+        (json!({"tolerance": 0.2}), 422, "tolerance"),
+        (json!({"node_step": 2}), 422, "node_step"),
+        (json!({"mode": "elastic", "min_nodes": 2}), 422, "max_nodes"),
+        (
+            json!({"mode": "elastic", "min_nodes": 8, "max_nodes": 8}),
+            422,
+            "min_nodes",
+        ),
         (
             json!({"mode": "utilization", "target_utilization": 70}),
             422,
