@@ -1197,7 +1197,17 @@ fn record_need(state: &mut PoolState, need: u32, now: i64, window_sec: u64) {
     while state.need_history.len() > 1 && state.need_history[1].0 <= start {
         state.need_history.remove(0);
     }
+    // A long window over a noisy need would grow the stored state without bound. Merging the
+    // two oldest points into the earlier time and the higher need never lowers the window's
+    // maximum: at worst it holds a scale-down a little longer.
+    while state.need_history.len() > MAX_NEED_POINTS {
+        let (_, second) = state.need_history.remove(1);
+        state.need_history[0].1 = state.need_history[0].1.max(second);
+    }
 }
+
+/// The most need points a pool keeps for its stabilisation window.
+pub const MAX_NEED_POINTS: usize = 256;
 
 fn secs(s: u64) -> i64 {
     i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX / 2)

@@ -583,3 +583,15 @@ fn a_late_decision_never_steps_behind_the_state() {
     assert!(o.state.need_history.iter().all(|(at, _)| *at >= T0 + 5_000));
     assert_eq!(o.state.last_scale_up_at_ms, Some(T0 + 5_000));
 }
+
+#[test]
+fn need_history_stays_bounded_and_never_lowers_the_window_maximum() {
+    let mut state = PoolState::default();
+    for i in 0..1000u32 {
+        // A noisy need: 9 once early, small values after.
+        let need = if i == 3 { 9 } else { i % 4 };
+        record_need(&mut state, need, T0 + i64::from(i) * 1000, 7 * 24 * 3600);
+    }
+    assert!(state.need_history.len() <= MAX_NEED_POINTS);
+    assert_eq!(state.need_history.iter().map(|(_, n)| *n).max(), Some(9));
+}

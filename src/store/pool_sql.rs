@@ -484,8 +484,16 @@ macro_rules! pool_sql {
             ) -> $crate::store::StoreResult<Vec<$crate::store::NoticeOutcome>> {
                 use $crate::store::NoticeOutcome;
                 let mut tx = self.begin_write().await?;
-                let mut out = Vec::with_capacity(notices.len());
-                for n in notices {
+                // One lock order for every writer (by pool and worker), so that two overlapping
+                // batches cannot deadlock; outcomes go back in the caller's order.
+                let mut order: Vec<usize> = (0..notices.len()).collect();
+                order.sort_by(|&a, &b| {
+                    (&notices[a].pool, &notices[a].worker).cmp(&(&notices[b].pool, &notices[b].worker))
+                });
+                let mut outcomes: Vec<Option<NoticeOutcome>> = vec![None; notices.len()];
+                for &index in &order {
+                    let n = &notices[index];
+                    let out = &mut outcomes[index];
                     let found: Option<(String, Option<String>, Option<String>)> = match (&n.pool, &n.worker) {
                         (Some(pool), Some(worker)) => sqlx::query_as(
                             "SELECT pool, instance_type, zone FROM workers WHERE pool = $1 AND id = $2",
@@ -510,7 +518,7 @@ macro_rules! pool_sql {
                         (None, None) => None,
                     };
                     let Some((pool, worker_type, worker_zone)) = found else {
-                        out.push(NoticeOutcome::Unmatched);
+                        *out = Some(NoticeOutcome::Unmatched);
                         continue;
                     };
                     let instance_type = n.instance_type.clone().or(worker_type);
@@ -543,7 +551,7 @@ macro_rules! pool_sql {
                     .await?
                     .rows_affected();
                     if inserted == 0 {
-                        out.push(NoticeOutcome::Duplicate { pool });
+                        *out = Some(NoticeOutcome::Duplicate { pool });
                         continue;
                     }
                     if let (Some(worker), true) = (&n.worker, n.kind != "capacity_error") {
@@ -563,10 +571,10 @@ macro_rules! pool_sql {
                         .execute(&mut *tx)
                         .await?;
                     }
-                    out.push(NoticeOutcome::Recorded { pool });
+                    *out = Some(NoticeOutcome::Recorded { pool });
                 }
                 tx.commit().await?;
-                Ok(out)
+                Ok(outcomes.into_iter().map(|o| o.unwrap_or(NoticeOutcome::Unmatched)).collect())
             }
 
             /// Runs one pool decision: locks the pool, reads what the decision needs, lets
