@@ -547,7 +547,8 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         let projected = |n: u32| spent + hourly_cost(p, input, n) * hours_left;
         let mut exceeded = projected(target) > daily;
         if exceeded && p.budget_action == BudgetAction::Cap && target > capacity {
-            let floor_n = capacity.max(floor).min(target);
+            // Bounds win over the cap: min_workers is a deliberate floor, like running jobs.
+            let floor_n = capacity.max(floor).max(p.min_workers).min(target);
             let affordable = (floor_n..=target)
                 .rev()
                 .find(|n| projected(*n) <= daily)

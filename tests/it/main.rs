@@ -14,5 +14,6 @@ mod http_surface;
 mod keda_grpc;
 mod openapi_drift;
 mod replicas;
+mod scale_properties;
 mod select_cases;
 mod store_contract;
