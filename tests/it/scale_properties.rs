@@ -216,7 +216,7 @@ proptest! {
         if let Mode::Elastic { min_nodes, node_step, .. } = c.policy.mode {
             let capacity = u32::try_from(c.workers.len()).unwrap();
             let whole = d.desired == 0
-                || (d.desired >= min_nodes && (d.desired - min_nodes) % node_step.max(1) == 0);
+                || (d.desired >= min_nodes && (d.desired - min_nodes).is_multiple_of(node_step.max(1)));
             // A budget cap holds the workers that exist rather than stop some.
             prop_assert!(whole || d.desired == capacity || Some(d.desired) == c.previous, "{} is not a whole gang of {min_nodes}+k×{node_step}", d.desired);
         }
