@@ -299,8 +299,9 @@ pub struct NoticesOut {
 }
 
 /// Spot interruption warnings, rebalance recommendations and capacity errors. The body is one
-/// AWS EventBridge event or an array of them (as an EventBridge API destination or an SNS/SQS
-/// relay delivers them), or `{"events": [...]}` in the generic format for other clouds.
+/// AWS EventBridge event or Alibaba Cloud ECS event notification, or an array of them (as an
+/// EventBridge API destination or an SNS/SQS or MNS relay delivers them), or
+/// `{"events": [...]}` in the generic format for other clouds.
 #[utoipa::path(post, path = "/v1/webhooks/events", tag = "signals",
     request_body(content = Object, description = "An EventBridge event, an array of them, or {\"events\": [generic notice, ...]}"),
     responses(

@@ -1,6 +1,7 @@
 //! Cloud notices about capacity: AWS EventBridge events as AWS sends them
-//! (`EC2 Spot Instance Interruption Warning`, `EC2 Instance Rebalance Recommendation`) and a
-//! generic JSON shape for other clouds and for capacity errors:
+//! (`EC2 Spot Instance Interruption Warning`, `EC2 Instance Rebalance Recommendation`), Alibaba
+//! Cloud ECS event notifications (`Instance:PreemptibleInstanceInterruption`, as CloudMonitor
+//! delivers them) and a generic JSON shape for other clouds and for capacity errors:
 //!
 //! ```json
 //! {"events": [{"kind": "interruption_warning", "worker": "vm-17", "pool": "gpu-t4",
@@ -18,6 +19,9 @@ use crate::timefmt::{check_not_future, parse_rfc3339_ms};
 
 /// AWS gives two minutes between the warning and the interruption.
 pub const AWS_SPOT_NOTICE_MS: i64 = 120_000;
+/// Alibaba Cloud releases a preemptible instance five minutes after its interruption notice.
+pub const ALIBABA_PREEMPTIBLE_NOTICE_MS: i64 = 300_000;
+const ALIBABA_INTERRUPTION: &str = "Instance:PreemptibleInstanceInterruption";
 
 pub const INTERRUPTION_WARNING: &str = "interruption_warning";
 pub const REBALANCE_RECOMMENDATION: &str = "rebalance_recommendation";
@@ -48,9 +52,17 @@ pub fn parse(body: &Value, now_ms: i64) -> Result<Parsed, Vec<NoticeError>> {
         Value::Object(o) if o.contains_key("detail-type") => {
             eventbridge(0, "", body, now_ms, &mut out, &mut errors);
         }
+        Value::Object(o) if o.get("product").and_then(Value::as_str) == Some("ECS") => {
+            alibaba(0, "", body, now_ms, &mut out, &mut errors);
+        }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                eventbridge(i, &format!("[{i}]"), item, now_ms, &mut out, &mut errors);
+                let at = format!("[{i}]");
+                if item.get("product").and_then(Value::as_str) == Some("ECS") {
+                    alibaba(i, &at, item, now_ms, &mut out, &mut errors);
+                } else {
+                    eventbridge(i, &at, item, now_ms, &mut out, &mut errors);
+                }
             }
         }
         Value::Object(o) if o.contains_key("events") => match o.get("events") {
@@ -161,6 +173,93 @@ fn eventbridge(
                 "detail_type": detail_type,
                 "region": event.get("region"),
                 "instance_action": event.get("detail").and_then(|d| d.get("instance-action")),
+            }),
+        },
+    ));
+}
+
+/// Alibaba's notification time: `20190409T121826.922+0800`.
+fn alibaba_time(text: &str) -> Result<i64, String> {
+    let format = time::macros::format_description!(
+        "[year][month][day]T[hour][minute][second].[subsecond][offset_hour sign:mandatory][offset_minute]"
+    );
+    time::OffsetDateTime::parse(text, &format)
+        .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+        .map_err(|e| {
+            format!("must be Alibaba's time format such as 20190409T121826.922+0800 ({e})")
+        })
+}
+
+/// An ECS event notification; only the preemptible interruption is a notice we act on.
+fn alibaba(
+    i: usize,
+    at: &str,
+    event: &Value,
+    now_ms: i64,
+    out: &mut Parsed,
+    errors: &mut Vec<NoticeError>,
+) {
+    let field = |name: &str| format!("{at}{}{name}", if at.is_empty() { "" } else { "." });
+    let Some(name) = event.get("name").and_then(Value::as_str) else {
+        errors.push(NoticeError {
+            field: field("name"),
+            problem: "is required: the notification's event name".into(),
+        });
+        return;
+    };
+    if name != ALIBABA_INTERRUPTION {
+        out.ignored.push(i);
+        return;
+    }
+    let instance = event
+        .get("content")
+        .and_then(|c| c.get("instanceId"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    if instance.is_none() {
+        errors.push(NoticeError {
+            field: field("content.instanceId"),
+            problem: "is required".into(),
+        });
+    }
+    let at_ms = match event.get("eventTime").and_then(Value::as_str) {
+        None => {
+            errors.push(NoticeError {
+                field: field("eventTime"),
+                problem: "is required".into(),
+            });
+            None
+        }
+        Some(t) => match alibaba_time(t).and_then(|ms| check_not_future(ms, now_ms)) {
+            Ok(ms) => Some(ms),
+            Err(problem) => {
+                errors.push(NoticeError {
+                    field: field("eventTime"),
+                    problem,
+                });
+                None
+            }
+        },
+    };
+    let (Some(instance), Some(at_ms)) = (instance, at_ms) else {
+        return;
+    };
+    out.notices.push((
+        i,
+        CloudNotice {
+            kind: INTERRUPTION_WARNING,
+            pool: None,
+            worker: Some(instance.to_string()),
+            instance_type: None,
+            zone: None,
+            at_ms,
+            action_at_ms: Some(at_ms + ALIBABA_PREEMPTIBLE_NOTICE_MS),
+            id: event.get("id").and_then(Value::as_str).map(str::to_string),
+            detail: json!({
+                "source": "alibaba",
+                "name": name,
+                "region": event.get("regionId"),
+                "action": event.get("content").and_then(|c| c.get("action")),
             }),
         },
     ));
@@ -329,6 +428,44 @@ mod tests {
         let p = parse(&json!([other, spot_warning()]), NOW).unwrap();
         assert_eq!(p.ignored, vec![0]);
         assert_eq!(p.notices[0].0, 1);
+    }
+
+    /// The envelope Alibaba documents for ECS event notifications (CloudMonitor), with the
+    /// preemptible interruption's name and content.
+    fn alibaba_interruption() -> Value {
+        json!({
+            "id": "2256A988-0B26-4E2B-820A-8A0000000E5",
+            "product": "ECS",
+            "resourceId": "acs:ecs:cn-hangzhou:1690700000000030:instance/i-bp1ecr000000005go2",
+            "level": "WARN",
+            "instanceName": "trainer-7",
+            "regionId": "cn-hangzhou",
+            "name": "Instance:PreemptibleInstanceInterruption",
+            "userId": "1690700000000030",
+            "eventTime": "20270115T155900.250+0800",
+            "content": {"instanceId": "i-bp1ecr000000005go2", "action": "delete"}
+        })
+    }
+
+    #[test]
+    fn alibaba_preemptible_interruption_gives_five_minutes() {
+        let p = parse(&alibaba_interruption(), NOW).unwrap();
+        let (_, n) = &p.notices[0];
+        assert_eq!(n.kind, INTERRUPTION_WARNING);
+        assert_eq!(n.worker.as_deref(), Some("i-bp1ecr000000005go2"));
+        // 15:59:00.250 at +08:00 is 07:59:00.250 UTC.
+        assert_eq!(n.at_ms, NOW - 60_000 + 250);
+        assert_eq!(n.action_at_ms, Some(n.at_ms + 300_000));
+        let mut other = alibaba_interruption();
+        other["name"] = json!("Instance:StateChange");
+        let mut broken = alibaba_interruption();
+        broken["eventTime"] = json!("2027-01-15T07:59:00Z");
+        let p = parse(&json!([other, alibaba_interruption()]), NOW).unwrap();
+        assert_eq!((p.ignored.clone(), p.notices.len()), (vec![0], 1));
+        assert_eq!(
+            parse(&json!([broken]), NOW).unwrap_err()[0].field,
+            "[0].eventTime"
+        );
     }
 
     #[test]

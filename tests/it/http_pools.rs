@@ -829,7 +829,56 @@ async fn utilization_mode_and_budget_alarm(backend: Backend) {
     assert_eq!(alarms, 1, "{events}");
 }
 
+async fn alibaba_preemptible_interruption_reaches_the_pool(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut policy = t4_policy();
+    policy["max_interruption_rate"] = json!(1.0);
+    create_pool(&app, "ali", &policy).await;
+    let r = put(
+        &app,
+        "/v1/pools/ali/workers/i-bp1ecr000000005go2",
+        &json!({"instance_type": "g4dn.12xlarge", "market": "spot"}),
+    )
+    .await;
+    assert_eq!(r.status(), 201);
+    // Alibaba's notification time: local time with its offset, no separators.
+    let t = time::OffsetDateTime::now_utc().to_offset(time::macros::offset!(+8))
+        - time::Duration::seconds(5);
+    let event_time = format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}.000+0800",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    );
+    let event = json!({
+        "id": "ali-evt-1", "product": "ECS", "level": "WARN", "regionId": "cn-hangzhou",
+        "resourceId": "acs:ecs:cn-hangzhou:1690700000000030:instance/i-bp1ecr000000005go2",
+        "name": "Instance:PreemptibleInstanceInterruption", "eventTime": event_time,
+        "content": {"instanceId": "i-bp1ecr000000005go2", "action": "delete"}
+    });
+    let out: Value = app
+        .post_json("/v1/webhooks/events", &event)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(out["recorded"], 1, "{out}");
+    let d = decide(&app, "ali").await;
+    assert!(
+        d["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["action"] == "checkpoint" && a["worker"] == "i-bp1ecr000000005go2"),
+        "{d}"
+    );
+}
+
 on_both_backends!(
+    alibaba_preemptible_interruption_reaches_the_pool,
     utilization_mode_and_budget_alarm,
     policy_defaults_are_filled_in_and_pools_round_trip,
     invalid_policies_name_the_field,
