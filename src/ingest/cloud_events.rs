@@ -89,26 +89,55 @@ pub fn parse(body: &Value, now_ms: i64) -> Result<Parsed, Vec<NoticeError>> {
     }
 }
 
+/// How a sender writes times: a parser, and the format named in the error when one is missing.
+type TimeFormat = (fn(&str) -> Result<i64, String>, &'static str);
+
+const RFC3339: TimeFormat = (parse_rfc3339_ms, "an RFC 3339 time");
+
+/// A required time, read with `parse` (each sender has its own format) and not in the future.
 fn time(
     value: Option<&Value>,
     field: String,
     now_ms: i64,
+    (parse, what): TimeFormat,
     errors: &mut Vec<NoticeError>,
 ) -> Option<i64> {
     let Some(text) = value.and_then(Value::as_str) else {
         errors.push(NoticeError {
             field,
-            problem: "is required: an RFC 3339 time".into(),
+            problem: format!("is required: {what}"),
         });
         return None;
     };
-    match parse_rfc3339_ms(text).and_then(|ms| check_not_future(ms, now_ms)) {
+    match parse(text).and_then(|ms| check_not_future(ms, now_ms)) {
         Ok(ms) => Some(ms),
         Err(problem) => {
             errors.push(NoticeError { field, problem });
             None
         }
     }
+}
+
+/// A required, non-empty string one level inside `object`.
+fn instance_id<'v>(
+    event: &'v Value,
+    object: &str,
+    key: &str,
+    field: String,
+    errors: &mut Vec<NoticeError>,
+) -> Option<&'v str> {
+    let id = event
+        .get(object)
+        .and_then(|d| d.get(key))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    if id.is_none() {
+        errors.push(NoticeError {
+            field,
+            problem: "is required".into(),
+        });
+    }
+    id
 }
 
 fn eventbridge(
@@ -142,18 +171,14 @@ fn eventbridge(
             problem: format!("must be aws.ec2 for `{detail_type}`"),
         });
     }
-    let instance = event
-        .get("detail")
-        .and_then(|d| d.get("instance-id"))
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
-    if instance.is_none() {
-        errors.push(NoticeError {
-            field: field("detail.instance-id"),
-            problem: "is required".into(),
-        });
-    }
-    let at_ms = time(event.get("time"), field("time"), now_ms, errors);
+    let instance = instance_id(
+        event,
+        "detail",
+        "instance-id",
+        field("detail.instance-id"),
+        errors,
+    );
+    let at_ms = time(event.get("time"), field("time"), now_ms, RFC3339, errors);
     let (Some(instance), Some(at_ms)) = (instance, at_ms) else {
         return;
     };
@@ -211,36 +236,20 @@ fn alibaba(
         out.ignored.push(i);
         return;
     }
-    let instance = event
-        .get("content")
-        .and_then(|c| c.get("instanceId"))
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
-    if instance.is_none() {
-        errors.push(NoticeError {
-            field: field("content.instanceId"),
-            problem: "is required".into(),
-        });
-    }
-    let at_ms = match event.get("eventTime").and_then(Value::as_str) {
-        None => {
-            errors.push(NoticeError {
-                field: field("eventTime"),
-                problem: "is required".into(),
-            });
-            None
-        }
-        Some(t) => match alibaba_time(t).and_then(|ms| check_not_future(ms, now_ms)) {
-            Ok(ms) => Some(ms),
-            Err(problem) => {
-                errors.push(NoticeError {
-                    field: field("eventTime"),
-                    problem,
-                });
-                None
-            }
-        },
-    };
+    let instance = instance_id(
+        event,
+        "content",
+        "instanceId",
+        field("content.instanceId"),
+        errors,
+    );
+    let at_ms = time(
+        event.get("eventTime"),
+        field("eventTime"),
+        now_ms,
+        (alibaba_time, "a time such as 20190409T121826.922+0800"),
+        errors,
+    );
     let (Some(instance), Some(at_ms)) = (instance, at_ms) else {
         return;
     };
@@ -307,7 +316,7 @@ fn generic(i: usize, item: &Value, now_ms: i64, out: &mut Parsed, errors: &mut V
             ""
         }
     };
-    let at_ms = time(n.at.as_ref(), field("at"), now_ms, errors);
+    let at_ms = time(n.at.as_ref(), field("at"), now_ms, RFC3339, errors);
     let action_at_ms = match &n.action_at {
         None => None,
         Some(v) => match v.as_str().map(parse_rfc3339_ms) {
