@@ -59,6 +59,11 @@ impl PriceBook {
     }
 }
 
+/// Dollars rounded to the cent, for answers people read.
+pub fn round_cents(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
 /// The start of the UTC day that `now_ms` falls in.
 pub fn day_start(now_ms: i64) -> i64 {
     now_ms - now_ms.rem_euclid(DAY_MS)

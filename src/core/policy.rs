@@ -124,10 +124,23 @@ impl Policy {
         }
     }
 
+    /// How far back a decision must read interruptions and capacity errors.
+    pub fn incident_lookback_ms(&self) -> i64 {
+        secs_to_ms(
+            self.capacity_error_backoff_sec
+                .max(self.interruption_window_sec),
+        )
+    }
+
     /// The spot share only applies to types that may be bought as spot.
     pub fn any_allows(&self, market: Market) -> bool {
         self.instance_types.iter().any(|c| c.allows(market))
     }
+}
+
+/// Seconds from a policy as epoch-millisecond offsets, saturating far beyond any real time.
+pub fn secs_to_ms(s: u64) -> i64 {
+    i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX / 2)
 }
 
 fn saturate(x: f64) -> u32 {

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::catalog::Market;
-use super::cost::{PriceBook, day_start, hours_left_today, spend_today};
-use super::policy::{BudgetAction, Mode, Policy};
+use super::cost::{PriceBook, day_start, hours_left_today, round_cents, spend_today};
+use super::policy::{BudgetAction, Mode, Policy, secs_to_ms};
 use super::timestamp::rfc3339;
 
 /// How long to wait before asking again when no rule names an earlier moment.
@@ -79,6 +79,25 @@ pub struct Worker {
     pub utilization: Option<f64>,
 }
 
+impl WarningKind {
+    /// The name stored and logged for the warning (the event kind it came from).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InterruptionWarning => "interruption_warning",
+            Self::RebalanceRecommendation => "rebalance_recommendation",
+        }
+    }
+
+    /// Reads a stored name; anything but an interruption is a rebalance recommendation.
+    pub fn from_stored(name: &str) -> Self {
+        if name == Self::InterruptionWarning.as_str() {
+            Self::InterruptionWarning
+        } else {
+            Self::RebalanceRecommendation
+        }
+    }
+}
+
 impl Worker {
     fn is_live(&self) -> bool {
         self.stopped_at_ms.is_none()
@@ -99,6 +118,16 @@ pub struct Signals {
     pub running_jobs: Option<f64>,
     /// The latest time any signal showed work (jobs, or a GPU at or above the idle threshold).
     pub last_busy_at_ms: Option<i64>,
+}
+
+impl Signals {
+    /// Jobs waiting: queue depth plus pending jobs; `None` when neither is reported.
+    pub fn waiting(&self) -> Option<f64> {
+        match (self.queue_depth, self.pending_jobs) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        }
+    }
 }
 
 /// Something the cloud told us about capacity.
@@ -277,8 +306,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     let capacity = current - count(doomed.len());
     let previous = input.state.desired.unwrap_or(current);
 
-    let waiting =
-        input.signals.queue_depth.unwrap_or(0.0) + input.signals.pending_jobs.unwrap_or(0.0);
+    let waiting = input.signals.waiting().unwrap_or(0.0);
     let running = input.signals.running_jobs.unwrap_or(0.0);
     let utils: Vec<f64> = live
         .iter()
@@ -323,11 +351,11 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     let up_cooldown_end = input
         .state
         .last_scale_up_at_ms
-        .map(|t| t + secs(p.scale_up_cooldown_sec));
+        .map(|t| t + secs_to_ms(p.scale_up_cooldown_sec));
     let down_cooldown_end = input
         .state
         .last_scale_down_at_ms
-        .map(|t| t + secs(p.scale_down_cooldown_sec));
+        .map(|t| t + secs_to_ms(p.scale_down_cooldown_sec));
     let down_blocked = down_cooldown_end.filter(|end| now < *end);
     let mut target = previous;
 
@@ -359,7 +387,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         .max()
         .unwrap_or(input.since_ms);
         let idle_for = (now - idle_since).max(0);
-        let needed = secs(p.idle_to_zero_after_sec);
+        let needed = secs_to_ms(p.idle_to_zero_after_sec);
         if idle_for < needed {
             rules.fire(
                 "idle_wait",
@@ -439,7 +467,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
             }
         }
     } else if bounded < previous {
-        let window_start = now - secs(p.stabilization_window_sec);
+        let window_start = now - secs_to_ms(p.stabilization_window_sec);
         let highest = state
             .need_history
             .iter()
@@ -476,7 +504,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
                 .filter_map(|i| h.get(i + 1).map(|next| next.0))
                 .max()
             {
-                wake_at.push(leaves + secs(p.stabilization_window_sec));
+                wake_at.push(leaves + secs_to_ms(p.stabilization_window_sec));
             }
         } else if let Some(end) = down_blocked {
             rules.fire(
@@ -908,13 +936,13 @@ impl<'a> Blocked<'a> {
         for i in input.incidents {
             match i.kind {
                 IncidentKind::CapacityError
-                    if input.now_ms - i.at_ms < secs(p.capacity_error_backoff_sec) =>
+                    if input.now_ms - i.at_ms < secs_to_ms(p.capacity_error_backoff_sec) =>
                 {
                     b.capacity
                         .push((i.instance_type.as_str(), i.zone.as_deref()));
                 }
                 IncidentKind::Interruption
-                    if input.now_ms - i.at_ms < secs(p.capacity_error_backoff_sec) =>
+                    if input.now_ms - i.at_ms < secs_to_ms(p.capacity_error_backoff_sec) =>
                 {
                     b.interrupted_types.push(i.instance_type.as_str());
                 }
@@ -1046,7 +1074,7 @@ fn split_by_type(
 
 /// Interruptions in the window per spot worker the pool has had in it.
 fn interruption_rate(p: &Policy, input: &PoolInput<'_>, live: &[&Worker]) -> f64 {
-    let since = input.now_ms - secs(p.interruption_window_sec);
+    let since = input.now_ms - secs_to_ms(p.interruption_window_sec);
     let n = input
         .incidents
         .iter()
@@ -1194,7 +1222,7 @@ fn record_need(state: &mut PoolState, need: u32, now: i64, window_sec: u64) {
         state.need_history.push((now, need));
     }
     // Keep the last point from before the window: it was in force at the window's start.
-    let start = now - secs(window_sec);
+    let start = now - secs_to_ms(window_sec);
     while state.need_history.len() > 1 && state.need_history[1].0 <= start {
         state.need_history.remove(0);
     }
@@ -1210,16 +1238,8 @@ fn record_need(state: &mut PoolState, need: u32, now: i64, window_sec: u64) {
 /// The most need points a pool keeps for its stabilisation window.
 pub const MAX_NEED_POINTS: usize = 256;
 
-fn secs(s: u64) -> i64 {
-    i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX / 2)
-}
-
 fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-fn round_cents(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }
 
 #[cfg(test)]

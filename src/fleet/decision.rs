@@ -85,10 +85,7 @@ pub fn run(
         decided_at: rfc3339(now_ms),
         changed,
         decision: outcome.decision.clone(),
-        queue_depth: match (signals.queue_depth, signals.pending_jobs) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-        },
+        queue_depth: signals.waiting(),
         running_jobs: signals.running_jobs,
         catalog_version: catalog.version(),
     };

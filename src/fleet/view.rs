@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 
 use super::signals;
 use crate::core::catalog::{CatalogSnapshot, Market};
-use crate::core::cost::{PriceBook, day_start, spend_today};
-use crate::core::policy::Mode;
+use crate::core::cost::{PriceBook, day_start, round_cents, spend_today};
+use crate::core::policy::{Mode, secs_to_ms};
 use crate::core::scale::Worker;
 use crate::core::timestamp::rfc3339;
 use crate::store::{EventPage, EventRow, PoolRow, Store, StoreResult};
@@ -127,8 +127,8 @@ pub async fn fleet(
         pools: u32::try_from(pools.len()).unwrap_or(u32::MAX),
         workers: pools.iter().map(|p| p.current).sum(),
         desired: pools.iter().map(|p| p.desired.unwrap_or(p.current)).sum(),
-        cost_per_hour: cents(pools.iter().map(|p| p.cost_per_hour).sum()),
-        spent_today: cents(pools.iter().map(|p| p.spent_today).sum()),
+        cost_per_hour: round_cents(pools.iter().map(|p| p.cost_per_hour).sum()),
+        spent_today: round_cents(pools.iter().map(|p| p.spent_today).sum()),
     };
     Ok(FleetView {
         generated_at: rfc3339(now_ms),
@@ -148,7 +148,7 @@ pub async fn pool_view(
     let p = &row.policy;
     let since = day_start(now_ms).min(now_ms - HISTORY_MS);
     let mut workers = store.workers(&row.name, since).await?;
-    let max_age = i64::try_from(p.signal_max_age_sec.saturating_mul(1000)).unwrap_or(i64::MAX / 2);
+    let max_age = secs_to_ms(p.signal_max_age_sec);
     let latest = store.latest_signals(&row.name, now_ms - max_age).await?;
     let sig = signals::apply(&latest, &mut workers, None);
     let prices = PriceBook::for_policy(catalog, p);
@@ -193,10 +193,7 @@ pub async fn pool_view(
     } else {
         Vec::new()
     };
-    let waiting = match (sig.queue_depth, sig.pending_jobs) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-    };
+    let waiting = sig.waiting();
     Ok(PoolView {
         provider: p.provider.clone(),
         region: p.region.clone(),
@@ -222,11 +219,11 @@ pub async fn pool_view(
         running_jobs: sig.running_jobs,
         gpu_utilization: (!utils.is_empty())
             .then(|| utils.iter().sum::<f64>() / utils.len() as f64),
-        cost_per_hour: cents(live.iter().map(|w| price(w)).sum()),
-        spent_today: cents(spent),
+        cost_per_hour: round_cents(live.iter().map(|w| price(w)).sum()),
+        spent_today: round_cents(spent),
         budget: p.daily_budget.map(|b| BudgetView {
             daily_budget: b,
-            spent_today: cents(spent),
+            spent_today: round_cents(spent),
             exceeded: spent > b,
         }),
         last_decision: row.last_decision.clone(),
@@ -298,8 +295,4 @@ async fn desired_vs_current(
     }
     out.push((now_ms, desired, u32::try_from(current.max(0)).unwrap_or(0)));
     Ok(out)
-}
-
-fn cents(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
 }

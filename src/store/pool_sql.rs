@@ -45,11 +45,7 @@ macro_rules! worker_from_row {
             stopped_at_ms: row.try_get("stopped_at_ms")?,
             warning: match warning_kind.as_deref() {
                 Some(kind) => Some($crate::core::scale::Warning {
-                    kind: if kind == "interruption_warning" {
-                        $crate::core::scale::WarningKind::InterruptionWarning
-                    } else {
-                        $crate::core::scale::WarningKind::RebalanceRecommendation
-                    },
+                    kind: $crate::core::scale::WarningKind::from_stored(kind),
                     at_ms: row.try_get::<Option<i64>, _>("warning_at_ms")?.unwrap_or(0),
                     action_at_ms: row.try_get("warning_action_at_ms")?,
                 }),
@@ -143,11 +139,7 @@ macro_rules! decision_read_from_row {
                         started_at_ms,
                         stopped_at_ms,
                         warning: kind.map(|k| $crate::core::scale::Warning {
-                            kind: if k == "interruption_warning" {
-                                $crate::core::scale::WarningKind::InterruptionWarning
-                            } else {
-                                $crate::core::scale::WarningKind::RebalanceRecommendation
-                            },
+                            kind: $crate::core::scale::WarningKind::from_stored(&k),
                             at_ms: at.unwrap_or(0),
                             action_at_ms: action_at,
                         }),
@@ -156,8 +148,7 @@ macro_rules! decision_read_from_row {
                 },
             )
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
-        let max_age = i64::try_from(pool.policy.signal_max_age_sec.saturating_mul(1000))
-            .unwrap_or(i64::MAX / 2);
+        let max_age = $crate::core::policy::secs_to_ms(pool.policy.signal_max_age_sec);
         let fresh_since = now_ms.saturating_sub(max_age);
         let latest: Vec<$crate::store::pool_sql::LatestTuple> =
             serde_json::from_str(&json("latest_json")?).map_err(decode)?;
@@ -211,8 +202,7 @@ macro_rules! pool_sql {
                 now_ms: i64,
             ) -> $crate::store::StoreResult<bool> {
                 let json = serde_json::to_string(policy).map_err(|e| sqlx::Error::Encode(e.into()))?;
-                let lookback_sec = policy.capacity_error_backoff_sec.max(policy.interruption_window_sec);
-                let lookback_ms = i64::try_from(lookback_sec.saturating_mul(1000)).unwrap_or(i64::MAX / 2);
+                let lookback_ms = policy.incident_lookback_ms();
                 let mut tx = self.begin_write().await?;
                 let updated = sqlx::query(
                     "UPDATE pools SET policy = $2, since_ms = $3, updated_at_ms = $3, incident_lookback_ms = $4 WHERE name = $1",
