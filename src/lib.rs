@@ -11,6 +11,7 @@ pub mod core;
 pub mod fleet;
 pub mod ingest;
 pub mod keda;
+pub mod provider;
 pub mod snapshot;
 pub mod store;
 pub mod telemetry;

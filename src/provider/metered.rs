@@ -1,0 +1,1 @@
+//! Metrics decorator (work in progress).

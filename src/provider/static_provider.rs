@@ -1,0 +1,1 @@
+//! The static provider (work in progress).
