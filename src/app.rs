@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::api::metrics::Metrics;
 use crate::catalog::bundled::BUNDLED;
@@ -14,6 +14,12 @@ use crate::catalog::gpu_facts::{BUNDLED_GPUS_CSV, parse_gpu_facts};
 use crate::catalog::skypilot;
 use crate::config::{Config, ServeConfig};
 use crate::ingest::remote_write::LabelMapping;
+use crate::provider::Provider;
+use crate::provider::metered::Metered;
+use crate::provider::registry::Providers;
+use crate::provider::static_provider::{StaticProvider, StaticSettings};
+use crate::reconcile::leader::hold_lease;
+use crate::reconcile::{ReconcileSettings, Reconciler, replica_name};
 use crate::snapshot::CatalogCache;
 use crate::store::{CatalogImport, ImportReport, Store};
 use crate::timefmt::{now_ms, parse_rfc3339_ms};
@@ -32,6 +38,8 @@ pub struct AppState {
     pub max_decompressed_bytes: usize,
     /// Names of pools that just got work or want workers, for KEDA's `StreamIsActive`.
     pub activity: broadcast::Sender<String>,
+    /// Names of pools whose target or cloud state just changed, for the reconciler.
+    pub dirty: broadcast::Sender<String>,
 }
 
 impl AppState {
@@ -40,6 +48,11 @@ impl AppState {
     pub fn announce_activity(&self, pool: &str) {
         // No subscriber is not an error.
         let _ = self.activity.send(pool.to_string());
+    }
+
+    /// Asks this replica's reconciler to look at `pool` now rather than at its next pass.
+    pub fn mark_dirty(&self, pool: &str) {
+        let _ = self.dirty.send(pool.to_string());
     }
 }
 
@@ -100,14 +113,126 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
     };
     let (activity, _) = broadcast::channel(1024);
     follow_activity(store.clone(), activity.clone());
+    let (dirty, _) = broadcast::channel(1024);
     Ok(AppState {
         activity,
+        dirty,
         store,
         catalog,
         metrics: Arc::new(Metrics::default()),
         remote_write: Arc::new(remote_write),
         max_decompressed_bytes: serve.max_ingest_bytes.saturating_mul(4),
     })
+}
+
+/// The provider adapters this process can drive: the static provider always, AWS and
+/// Alibaba Cloud when their credentials are in the environment.
+pub fn providers_from_env(state: &AppState, serve: &ServeConfig) -> anyhow::Result<Providers> {
+    let capacity = StaticSettings::parse_capacity(&serve.static_capacity)
+        .map_err(|e| anyhow::anyhow!("TRAINSCALER_STATIC_CAPACITY: {e}"))?;
+    let static_provider = StaticProvider::new(
+        state.store.clone(),
+        StaticSettings {
+            startup_delay: std::time::Duration::from_secs(serve.static_startup_delay_sec),
+            capacity,
+        },
+    );
+    Ok(Providers {
+        static_provider: metered(state, Arc::new(static_provider)),
+        aws: None,
+        alibaba: None,
+    })
+}
+
+/// Wraps an adapter in the metrics decorator.
+pub fn metered(state: &AppState, p: Arc<dyn Provider>) -> Arc<dyn Provider> {
+    Arc::new(Metered::new(p, state.metrics.clone()))
+}
+
+/// The running reconciler and its leader lease.
+#[derive(Debug)]
+pub struct ReconcilerHandle {
+    /// Whether this replica leads right now.
+    pub leader: watch::Receiver<bool>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl ReconcilerHandle {
+    /// Stops the loop and releases the lease, waiting for both.
+    pub async fn stop(mut self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+    }
+
+    /// Kills the loop and the lease's session without releasing anything, as a crash would.
+    pub fn abort(mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// Starts the leader lease and the reconciler loop in the background.
+pub fn start_reconciler(
+    state: &AppState,
+    serve: &ServeConfig,
+    providers: Providers,
+) -> ReconcilerHandle {
+    let (stop, stopped) = watch::channel(false);
+    let (leader_tx, leader) = watch::channel(false);
+    let lease = tokio::spawn(hold_lease(
+        state.store.clone(),
+        serve.leader_lease(),
+        leader_tx,
+        stopped.clone(),
+    ));
+    let reconciler = Reconciler {
+        store: state.store.clone(),
+        catalog: state.catalog.clone(),
+        metrics: state.metrics.clone(),
+        providers,
+        settings: ReconcileSettings {
+            interval: serve.reconcile_interval(),
+            lease: serve.leader_lease(),
+            replica: replica_name(),
+        },
+    };
+    let dirty = state.dirty.subscribe();
+    let activity = state.activity.subscribe();
+    let (merged_tx, merged) = broadcast::channel(1024);
+    let forward = forward_both(dirty, activity, merged_tx, stopped.clone());
+    let run = tokio::spawn(reconciler.run(leader.clone(), merged, stopped));
+    ReconcilerHandle {
+        leader,
+        stop,
+        tasks: vec![run, lease, tokio::spawn(forward)],
+    }
+}
+
+/// The reconciler hears of dirty pools and of pools that just got work.
+async fn forward_both(
+    mut dirty: broadcast::Receiver<String>,
+    mut activity: broadcast::Receiver<String>,
+    out: broadcast::Sender<String>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let next = tokio::select! {
+            _ = crate::reconcile::until_true(&mut stopped) => return,
+            d = dirty.recv() => d,
+            a = activity.recv() => a,
+        };
+        match next {
+            Ok(pool) => {
+                let _ = out.send(pool);
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 /// Forwards other replicas' pool activity (PostgreSQL NOTIFY on the activity channel) to this

@@ -90,11 +90,50 @@ pub struct ServeConfig {
     /// Hours raw metric samples are kept (the latest per series is always kept).
     #[arg(long, env = "TRAINSCALER_SAMPLE_RETENTION_HOURS", default_value_t = 48)]
     pub sample_retention_hours: u64,
+
+    /// Seconds between the reconciler's passes over every bound pool (it also acts at once
+    /// when a pool's target changes).
+    #[arg(long, env = "TRAINSCALER_RECONCILE_INTERVAL_SEC", default_value_t = 15)]
+    pub reconcile_interval_sec: u64,
+
+    /// Do not run the reconciler: decide, never change capacity (`TRAINSCALER_RECONCILE=false`).
+    #[arg(
+        long = "no-reconcile",
+        env = "TRAINSCALER_RECONCILE",
+        action = clap::ArgAction::SetFalse
+    )]
+    pub reconcile: bool,
+
+    /// Seconds of the reconciler's leader lease on PostgreSQL: another replica takes over
+    /// within about this long after the leader goes silent.
+    #[arg(long, env = "TRAINSCALER_LEADER_LEASE_SEC", default_value_t = 15)]
+    pub leader_lease_sec: u64,
+
+    /// Seconds a static-provider worker takes from creation until it runs.
+    #[arg(
+        long,
+        env = "TRAINSCALER_STATIC_STARTUP_DELAY_SEC",
+        default_value_t = 30
+    )]
+    pub static_startup_delay_sec: u64,
+
+    /// Most workers per instance type one static pool may have, as `type=count,type=count`;
+    /// asking for more is an insufficient-capacity error (default: no limit).
+    #[arg(long, env = "TRAINSCALER_STATIC_CAPACITY", default_value = "")]
+    pub static_capacity: String,
 }
 
 impl ServeConfig {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs)
+    }
+
+    pub fn reconcile_interval(&self) -> Duration {
+        Duration::from_secs(self.reconcile_interval_sec.max(1))
+    }
+
+    pub fn leader_lease(&self) -> Duration {
+        Duration::from_secs(self.leader_lease_sec.max(1))
     }
 
     pub fn catalog_poll(&self) -> Duration {

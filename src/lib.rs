@@ -12,6 +12,7 @@ pub mod fleet;
 pub mod ingest;
 pub mod keda;
 pub mod provider;
+pub mod reconcile;
 pub mod snapshot;
 pub mod store;
 pub mod telemetry;

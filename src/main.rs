@@ -127,10 +127,27 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
     let until = |mut rx: tokio::sync::watch::Receiver<()>| async move {
         let _ = rx.changed().await;
     };
+    let reconciler = if serve.reconcile {
+        let providers = app::providers_from_env(&state, &serve)?;
+        tracing::info!(
+            interval_sec = serve.reconcile_interval_sec,
+            lease_sec = serve.leader_lease_sec,
+            aws = providers.aws.is_some(),
+            alibaba = providers.alibaba.is_some(),
+            "reconciler on"
+        );
+        Some(app::start_reconciler(&state, &serve, providers))
+    } else {
+        tracing::info!("reconciler off (--no-reconcile): decisions are not actuated");
+        None
+    };
     tokio::try_join!(
         app::serve(listener, state.clone(), &serve, until(stopped.clone())),
         trainscaler::keda::server::serve_grpc(grpc, state, tls, until(stopped)),
     )?;
+    if let Some(r) = reconciler {
+        r.stop().await;
+    }
     Ok(())
 }
 

@@ -392,6 +392,9 @@ pub async fn decide(
                 .await?
                 .ok_or_else(|| ApiError::not_found("pool", format!("no pool `{pool}`")))?;
             state.metrics.decision("pool", &pool, answer.changed);
+            if answer.changed {
+                state.mark_dirty(&pool);
+            }
             if answer.activated() {
                 state.announce_activity(&pool);
             }

@@ -54,6 +54,26 @@ pub struct PoolLabels {
     pub pool: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderCallLabels {
+    pub provider: &'static str,
+    pub method: &'static str,
+    /// `ok` or the error kind (`throttled`, `insufficient_capacity`, ...).
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderMethodLabels {
+    pub provider: &'static str,
+    pub method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// `unchanged`, `changed`, `observed` or `failed`.
+    pub outcome: &'static str,
+}
+
 type PoolGauge = Family<PoolLabels, Gauge<f64, AtomicU64>>;
 
 /// The service's metrics and the registry that encodes them.
@@ -66,6 +86,11 @@ pub struct Metrics {
     pub cloud_events: Family<KindLabels, Counter>,
     /// Open KEDA `StreamIsActive` subscriptions on this replica.
     pub keda_streams: Gauge,
+    pub provider_calls: Family<ProviderCallLabels, Counter>,
+    pub provider_call_seconds: Family<ProviderMethodLabels, Histogram>,
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    /// 1 while this replica holds the reconciler's leader lease.
+    pub reconcile_leader: Gauge,
     current: PoolGauge,
     desired: PoolGauge,
     cost_per_hour: PoolGauge,
@@ -116,6 +141,35 @@ impl Default for Metrics {
             "Open KEDA StreamIsActive subscriptions on this replica",
             keda_streams.clone(),
         );
+        let provider_calls = Family::default();
+        registry.register(
+            "provider_calls",
+            "Calls to cloud provider adapters, by provider, method and outcome",
+            provider_calls.clone(),
+        );
+        let provider_call_seconds =
+            Family::<ProviderMethodLabels, Histogram>::new_with_constructor(|| {
+                Histogram::new([
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+                ])
+            });
+        registry.register(
+            "provider_call_duration_seconds",
+            "Time a provider adapter call took, retries included",
+            provider_call_seconds.clone(),
+        );
+        let reconciles = Family::default();
+        registry.register(
+            "reconciles",
+            "Pool reconciliations, by outcome",
+            reconciles.clone(),
+        );
+        let reconcile_leader = Gauge::default();
+        registry.register(
+            "reconcile_leader",
+            "1 while this replica leads the reconciler",
+            reconcile_leader.clone(),
+        );
         let mut gauge = |name: &str, help: &str| {
             let g = PoolGauge::default();
             registry.register(name, help, g.clone());
@@ -147,6 +201,10 @@ impl Default for Metrics {
             samples,
             cloud_events,
             keda_streams,
+            provider_calls,
+            provider_call_seconds,
+            reconciles,
+            reconcile_leader,
             current,
             desired,
             cost_per_hour,

@@ -32,9 +32,17 @@ pub enum ModeName {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyIn {
-    /// A provider of the catalog (`aws`, `gcp`, ...).
+    /// A provider of the catalog (`aws`, `alibaba`, `gcp`, ...), or `static` for workers
+    /// that trainscaler simulates itself (priced from any provider's catalog).
     pub provider: String,
     pub region: String,
+    /// The cloud group holding the pool's instances (AWS auto scaling group name, Alibaba
+    /// Cloud scaling group id); only for `aws` and `alibaba`. Without it, a cloud pool is
+    /// decided for but not actuated.
+    pub group: Option<String>,
+    /// `act` (default: the reconciler changes capacity) or `observe` (it records what it
+    /// would change).
+    pub actuation: Option<Actuation>,
     /// Zones the pool may launch in; default any zone of the region.
     pub zones: Option<Vec<String>>,
     /// Instance types in priority order, first preferred.
@@ -82,7 +90,7 @@ pub struct PolicyIn {
     pub budget_action: Option<BudgetAction>,
     /// Signals older than this are ignored (default 300).
     pub signal_max_age_sec: Option<u64>,
-    /// Skip an instance type (in a zone) this long after a capacity error (default 600).
+    /// Skip an instance type (in a zone) this long after a capacity error (default 180).
     pub capacity_error_backoff_sec: Option<u64>,
     /// Window for the pool's interruption rate (default 3600).
     pub interruption_window_sec: Option<u64>,
@@ -90,6 +98,9 @@ pub struct PolicyIn {
     /// (default 0.2).
     pub max_interruption_rate: Option<f64>,
 }
+
+/// Providers with an adapter that drives cloud groups.
+const CLOUD_GROUP_PROVIDERS: [&str; 2] = ["aws", "alibaba"];
 
 /// A week: longer cooldowns or windows are unit mistakes (milliseconds sent as seconds).
 const MAX_SECONDS: u64 = 7 * 24 * 3600;
@@ -136,7 +147,7 @@ impl Checks {
 /// Checks `p` against the catalog and fills in defaults.
 pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, ApiError> {
     let mut c = Checks(Vec::new());
-    if !catalog.has_provider(&p.provider) {
+    if p.provider != STATIC_PROVIDER && !catalog.has_provider(&p.provider) {
         return Err(ApiError::invalid(
             "provider",
             format!("is not a provider of the catalog: `{}`", p.provider),
@@ -161,11 +172,14 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             ),
         };
         let offered: Vec<_> = catalog
-            .offerings_of(&p.provider, &name)
+            .offerings_for_pool(&p.provider, &name)
             .filter(|o| o.key.region == p.region)
             .collect();
         if offered.is_empty() {
-            let anywhere = catalog.offerings_of(&p.provider, &name).next().is_some();
+            let anywhere = catalog
+                .offerings_for_pool(&p.provider, &name)
+                .next()
+                .is_some();
             let problem = if anywhere {
                 format!(
                     "`{name}` is not offered by {} in region `{}`",
@@ -354,9 +368,29 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
     if !(max_interruption_rate.is_finite() && max_interruption_rate >= 0.0) {
         c.fail("max_interruption_rate", "must be a number at least zero");
     }
+    let group = p.group.clone();
+    if let Some(g) = &group {
+        if !CLOUD_GROUP_PROVIDERS.contains(&p.provider.as_str()) {
+            c.fail(
+                "group",
+                format!(
+                    "only pools of {} bind to a cloud group, not `{}`",
+                    CLOUD_GROUP_PROVIDERS.join(" or "),
+                    p.provider
+                ),
+            );
+        } else if g.trim().is_empty() || g.len() > 255 || g.chars().any(char::is_control) {
+            c.fail(
+                "group",
+                "must be a group name or id of 1 to 255 printable characters",
+            );
+        }
+    }
     let policy = Policy {
         provider: p.provider,
         region: p.region,
+        group,
+        actuation: p.actuation.unwrap_or_default(),
         zones,
         instance_types,
         gpus_per_worker,

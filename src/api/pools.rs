@@ -71,6 +71,7 @@ pub async fn put_pool(
     check_pool_name(&name)?;
     let policy = parse_policy(body, &*snapshot(&state)?)?;
     let created = state.store.put_pool(&name, &policy, now_ms()).await?;
+    state.mark_dirty(&name);
     let row = state
         .store
         .find_pool(&name)

@@ -343,8 +343,9 @@ pub async fn post_events(
     };
     for ((index, notice), outcome) in parsed.notices.iter().zip(outcomes) {
         match outcome {
-            NoticeOutcome::Recorded { .. } => {
+            NoticeOutcome::Recorded { pool } => {
                 out.recorded += 1;
+                state.mark_dirty(&pool);
                 state
                     .metrics
                     .cloud_events

@@ -340,6 +340,25 @@ impl CatalogSnapshot {
             .filter(move |o| o.key.instance_type == instance_type)
     }
 
+    /// The offerings that price a pool's instance type: its provider's, or for a `static`
+    /// pool (simulated workers, no cloud of its own) every provider's.
+    pub fn offerings_for_pool<'a>(
+        &'a self,
+        provider: &str,
+        instance_type: &str,
+    ) -> Box<dyn Iterator<Item = &'a Offering> + 'a> {
+        if provider == super::policy::STATIC_PROVIDER {
+            let instance_type = instance_type.to_string();
+            Box::new(
+                self.offerings
+                    .iter()
+                    .filter(move |o| o.key.instance_type == instance_type),
+            )
+        } else {
+            Box::new(self.offerings_of(provider, instance_type))
+        }
+    }
+
     pub fn offering(&self, id: i64) -> Option<&Offering> {
         self.by_id.get(&id).map(|&i| &self.offerings[i as usize])
     }

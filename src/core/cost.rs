@@ -20,7 +20,7 @@ impl PriceBook {
     pub fn for_policy(catalog: &CatalogSnapshot, policy: &Policy) -> Self {
         let mut book = Self::default();
         for choice in &policy.instance_types {
-            for o in catalog.offerings_of(&policy.provider, &choice.instance_type) {
+            for o in catalog.offerings_for_pool(&policy.provider, &choice.instance_type) {
                 if o.key.region != policy.region {
                     continue;
                 }

@@ -4,6 +4,7 @@
 //! hand in snapshots and `now`. That keeps every decision testable and replayable.
 
 pub mod benchmark;
+pub mod capacity;
 pub mod catalog;
 pub mod cost;
 pub mod decision;
@@ -11,6 +12,7 @@ pub mod job;
 pub mod money;
 pub mod policy;
 pub mod query;
+pub mod reconcile;
 pub mod scale;
 pub mod select;
 pub mod spot;

@@ -21,9 +21,24 @@ pub const DEFAULT_SPOT_PERCENTAGE: u32 = 80;
 pub const DEFAULT_TARGET_UTILIZATION: f64 = 0.7;
 pub const DEFAULT_TOLERANCE: f64 = 0.1;
 pub const DEFAULT_SIGNAL_MAX_AGE_SEC: u64 = 300;
-pub const DEFAULT_CAPACITY_ERROR_BACKOFF_SEC: u64 = 600;
+/// Karpenter keeps an instance type that ran out of capacity off its list for three minutes.
+pub const DEFAULT_CAPACITY_ERROR_BACKOFF_SEC: u64 = 180;
 pub const DEFAULT_INTERRUPTION_WINDOW_SEC: u64 = 3600;
 pub const DEFAULT_MAX_INTERRUPTION_RATE: f64 = 0.2;
+
+/// The provider whose workers are trainscaler's own records: no cloud account needed.
+pub const STATIC_PROVIDER: &str = "static";
+
+/// What the reconciler does with a pool's decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Actuation {
+    /// Change the pool's capacity to what the decisions say.
+    #[default]
+    Act,
+    /// Decide and record what would be changed, change nothing (a dry run).
+    Observe,
+}
 
 /// One instance type the pool may run, in priority order, with the markets it may be bought in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -72,8 +87,17 @@ pub enum BudgetAction {
 /// A complete policy, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Policy {
+    /// The catalog (and, with `group`, the cloud API) of the pool: `aws`, `alibaba`, ...; or
+    /// `static`, whose workers are records that trainscaler creates itself.
     pub provider: String,
     pub region: String,
+    /// The cloud group holding the pool's instances: the AWS auto scaling group name, the
+    /// Alibaba Cloud scaling group id. Without it a cloud pool is decided for, not actuated
+    /// (KEDA or a scheduler acts on the decisions).
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub actuation: Actuation,
     /// Zones the pool may use; empty means any zone of the region.
     pub zones: Vec<String>,
     /// Instance types by priority, first preferred.
@@ -132,6 +156,12 @@ impl Policy {
         )
     }
 
+    /// Whether the reconciler changes this pool's capacity: a cloud pool bound to a group, or
+    /// a static pool.
+    pub fn is_bound(&self) -> bool {
+        self.group.is_some() || self.provider == STATIC_PROVIDER
+    }
+
     /// The spot share only applies to types that may be bought as spot.
     pub fn any_allows(&self, market: Market) -> bool {
         self.instance_types.iter().any(|c| c.allows(market))
@@ -156,6 +186,8 @@ pub(crate) fn test_policy() -> Policy {
     Policy {
         provider: "aws".into(),
         region: "us-east-1".into(),
+        group: None,
+        actuation: Actuation::Act,
         zones: vec![],
         instance_types: vec![
             InstanceChoice {

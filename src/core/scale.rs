@@ -252,6 +252,10 @@ pub struct WorkersDecision {
     /// What the signals ask for before steps, cooldowns and budget.
     pub need: u32,
     pub by_type: Vec<TypeTarget>,
+    /// The policy's instance types that may be launched now, in priority order: types with a
+    /// recent capacity error (in every allowed zone) are left out. A cloud group's instance
+    /// type list is set from this.
+    pub usable_types: Vec<String>,
     /// `desired - current`.
     pub delta: i64,
     pub actions: Vec<Action>,
@@ -754,6 +758,16 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
                 .sum(),
         ),
         by_type,
+        usable_types: p
+            .instance_types
+            .iter()
+            .filter(|c| {
+                c.markets
+                    .iter()
+                    .any(|m| blocked.usable(p, &c.instance_type, *m))
+            })
+            .map(|c| c.instance_type.clone())
+            .collect(),
         delta: i64::from(target) - i64::from(current),
         actions,
         reasons: rules.reasons,

@@ -8,8 +8,9 @@
 //!              "at": "2026-12-02T10:00:00Z", "action_at": "2026-12-02T10:00:30Z", "id": "evt-1"}]}
 //! ```
 //!
-//! `kind` is `interruption_warning`, `rebalance_recommendation` or `capacity_error`; worker
-//! notices need `worker`, capacity errors need `pool` and `instance_type`.
+//! `kind` is `interruption_warning`, `rebalance_recommendation`, `capacity_error` or
+//! `checkpoint_saved` (a job saved its state: an interrupted worker may now be terminated);
+//! worker notices need `worker`, capacity errors need `pool` and `instance_type`.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -26,6 +27,7 @@ const ALIBABA_INTERRUPTION: &str = "Instance:PreemptibleInstanceInterruption";
 pub const INTERRUPTION_WARNING: &str = "interruption_warning";
 pub const REBALANCE_RECOMMENDATION: &str = "rebalance_recommendation";
 pub const CAPACITY_ERROR: &str = "capacity_error";
+pub const CHECKPOINT_SAVED: &str = "checkpoint_saved";
 
 const EB_SPOT_WARNING: &str = "EC2 Spot Instance Interruption Warning";
 const EB_REBALANCE: &str = "EC2 Instance Rebalance Recommendation";
@@ -306,11 +308,12 @@ fn generic(i: usize, item: &Value, now_ms: i64, out: &mut Parsed, errors: &mut V
         INTERRUPTION_WARNING => INTERRUPTION_WARNING,
         REBALANCE_RECOMMENDATION => REBALANCE_RECOMMENDATION,
         CAPACITY_ERROR => CAPACITY_ERROR,
+        CHECKPOINT_SAVED => CHECKPOINT_SAVED,
         other => {
             errors.push(NoticeError {
                 field: field("kind"),
                 problem: format!(
-                    "must be interruption_warning, rebalance_recommendation or capacity_error, not `{other}`"
+                    "must be interruption_warning, rebalance_recommendation, capacity_error or checkpoint_saved, not `{other}`"
                 ),
             });
             ""

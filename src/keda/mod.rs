@@ -61,6 +61,9 @@ impl Scaler {
             .map_err(store_status)?
             .ok_or_else(|| Status::not_found(format!("no pool `{pool}` in trainscaler")))?;
         self.state.metrics.decision("pool", pool, answer.changed);
+        if answer.changed {
+            self.state.mark_dirty(pool);
+        }
         if answer.activated() {
             self.state.announce_activity(pool);
         }

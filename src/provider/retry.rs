@@ -43,7 +43,9 @@ impl RetryPolicy {
         call.retry(backoff)
             .sleep(tokio::time::sleep)
             .when(ProviderError::is_retryable)
-            .notify(|e, after| tracing::warn!(error = %e, ?after, "provider call throttled, retrying"))
+            .notify(
+                |e, after| tracing::warn!(error = %e, ?after, "provider call throttled, retrying"),
+            )
             .await
     }
 }
@@ -97,6 +99,10 @@ mod tests {
             })
             .await;
         assert!(matches!(out, Err(ProviderError::Throttled(_))));
-        assert_eq!(calls.load(Ordering::SeqCst), 3, "first attempt and two retries");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            3,
+            "first attempt and two retries"
+        );
     }
 }

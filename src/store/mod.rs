@@ -17,7 +17,7 @@ use crate::core::scale::Worker;
 
 pub use pools::{
     CloudNotice, DecisionRead, DecisionWrite, EventPage, EventRow, IngestReport, LatestSignal,
-    NewEvent, NewSample, NewWorker, NoticeOutcome, PoolRow,
+    NewEvent, NewSample, NewWorker, NoticeOutcome, PoolRow, SyncReport,
 };
 pub use postgres::{ACTIVITY_CHANNEL, CATALOG_CHANNEL, PgStore};
 pub use sqlite::SqliteStore;
@@ -255,6 +255,31 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Option<bool>> {
         dispatch!(self, s => s.put_worker(pool, w, now_ms).await)
+    }
+
+    /// Makes the pool's live workers exactly `workers`, as its cloud group reports them.
+    pub async fn sync_workers(
+        &self,
+        pool: &str,
+        workers: &[NewWorker],
+        now_ms: i64,
+    ) -> StoreResult<SyncReport> {
+        dispatch!(self, s => s.sync_workers(pool, workers, now_ms).await)
+    }
+
+    /// Live workers whose job reported a saved checkpoint: (worker, when).
+    pub async fn checkpoints(&self, pool: &str) -> StoreResult<Vec<(String, i64)>> {
+        dispatch!(self, s => s.checkpoints(pool).await)
+    }
+
+    /// Appends events to a pool's log; returns how many were new (not deduplicated).
+    pub async fn append_events(
+        &self,
+        pool: &str,
+        events: &[NewEvent],
+        now_ms: i64,
+    ) -> StoreResult<u64> {
+        dispatch!(self, s => s.append_events(pool, events, now_ms).await)
     }
 
     pub async fn stop_worker(&self, pool: &str, id: &str, now_ms: i64) -> StoreResult<bool> {

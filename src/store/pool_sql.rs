@@ -310,6 +310,129 @@ macro_rules! pool_sql {
                 Ok(Some(updated == 0))
             }
 
+            /// Makes the pool's live workers exactly `workers` (as a cloud reports them): new
+            /// ones are added, changed ones updated (warnings kept), missing ones stopped.
+            pub async fn sync_workers(
+                &self,
+                pool: &str,
+                workers: &[$crate::store::NewWorker],
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<$crate::store::SyncReport> {
+                let mut tx = self.begin_write().await?;
+                let live: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
+                    "SELECT id, instance_type, market, zone FROM workers
+                     WHERE pool = $1 AND stopped_at_ms IS NULL ORDER BY id",
+                )
+                .bind(pool)
+                .fetch_all(&mut *tx)
+                .await?;
+                let mut report = $crate::store::SyncReport::default();
+                for w in workers {
+                    let same = live.iter().find(|l| l.0 == w.id);
+                    if let Some(l) = same {
+                        if l.1 == w.instance_type && l.2 == w.market.as_str() && l.3 == w.zone {
+                            continue;
+                        }
+                        sqlx::query(
+                            "UPDATE workers SET instance_type = $3, market = $4, zone = $5, updated_at_ms = $6
+                             WHERE pool = $1 AND id = $2",
+                        )
+                        .bind(pool)
+                        .bind(&w.id)
+                        .bind(&w.instance_type)
+                        .bind(w.market.as_str())
+                        .bind(&w.zone)
+                        .bind(now_ms)
+                        .execute(&mut *tx)
+                        .await?;
+                        report.updated += 1;
+                        continue;
+                    }
+                    // A stopped row with this id is an instance seen again: it lives on.
+                    sqlx::query(
+                        "INSERT INTO workers (pool, id, instance_type, market, zone, started_at_ms, updated_at_ms)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)
+                         ON CONFLICT (pool, id) DO UPDATE SET instance_type = excluded.instance_type,
+                             market = excluded.market, zone = excluded.zone,
+                             started_at_ms = excluded.started_at_ms, stopped_at_ms = NULL,
+                             warning_kind = NULL, warning_at_ms = NULL, warning_action_at_ms = NULL,
+                             checkpoint_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
+                    )
+                    .bind(pool)
+                    .bind(&w.id)
+                    .bind(&w.instance_type)
+                    .bind(w.market.as_str())
+                    .bind(&w.zone)
+                    .bind(w.started_at_ms)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                    report.added += 1;
+                }
+                for l in &live {
+                    if workers.iter().any(|w| w.id == l.0) {
+                        continue;
+                    }
+                    sqlx::query(
+                        "UPDATE workers SET stopped_at_ms = $3, updated_at_ms = $3
+                         WHERE pool = $1 AND id = $2 AND stopped_at_ms IS NULL",
+                    )
+                    .bind(pool)
+                    .bind(&l.0)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                    report.stopped += 1;
+                }
+                tx.commit().await?;
+                Ok(report)
+            }
+
+            /// Live workers whose job reported a saved checkpoint, with when.
+            pub async fn checkpoints(&self, pool: &str) -> $crate::store::StoreResult<Vec<(String, i64)>> {
+                Ok(sqlx::query_as(
+                    "SELECT id, checkpoint_at_ms FROM workers
+                     WHERE pool = $1 AND stopped_at_ms IS NULL AND checkpoint_at_ms IS NOT NULL
+                     ORDER BY id",
+                )
+                .bind(pool)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            /// Appends events to a pool's log (one with a known dedupe key is logged once);
+            /// returns how many were new.
+            pub async fn append_events(
+                &self,
+                pool: &str,
+                events: &[$crate::store::NewEvent],
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<u64> {
+                let mut tx = self.begin_write().await?;
+                let mut inserted = 0;
+                for e in events {
+                    inserted += sqlx::query(
+                        "INSERT INTO pool_events (pool, at_ms, kind, worker, instance_type, zone, detail, dedupe_key, recorded_at_ms)
+                         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE EXISTS (SELECT 1 FROM pools WHERE name = $1)
+                         ON CONFLICT (pool, dedupe_key) DO NOTHING",
+                    )
+                    .bind(pool)
+                    .bind(e.at_ms)
+                    .bind(e.kind)
+                    .bind(&e.worker)
+                    .bind(&e.instance_type)
+                    .bind(&e.zone)
+                    .bind(e.detail.to_string())
+                    .bind(&e.dedupe_key)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                }
+                tx.commit().await?;
+                Ok(inserted)
+            }
+
             /// Marks a live worker stopped; `false` if there is no such live worker.
             pub async fn stop_worker(&self, pool: &str, id: &str, now_ms: i64) -> $crate::store::StoreResult<bool> {
                 let mut tx = self.begin_write().await?;
@@ -544,7 +667,19 @@ macro_rules! pool_sql {
                         *out = Some(NoticeOutcome::Duplicate { pool });
                         continue;
                     }
-                    if let (Some(worker), true) = (&n.worker, n.kind != "capacity_error") {
+                    if let (Some(worker), "checkpoint_saved") = (&n.worker, n.kind) {
+                        sqlx::query(
+                            "UPDATE workers SET checkpoint_at_ms = $3, updated_at_ms = $4
+                             WHERE pool = $1 AND id = $2
+                               AND (checkpoint_at_ms IS NULL OR checkpoint_at_ms < $3)",
+                        )
+                        .bind(&pool)
+                        .bind(worker)
+                        .bind(n.at_ms)
+                        .bind(now_ms)
+                        .execute(&mut *tx)
+                        .await?;
+                    } else if let (Some(worker), true) = (&n.worker, n.kind != "capacity_error") {
                         // An interruption warning outranks a rebalance recommendation.
                         sqlx::query(
                             "UPDATE workers SET warning_kind = $3, warning_at_ms = $4, warning_action_at_ms = $5,

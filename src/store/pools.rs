@@ -157,3 +157,11 @@ pub struct EventPage {
     pub after: Option<(i64, i64)>,
     pub limit: usize,
 }
+
+/// What syncing a pool's workers with its cloud group changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    pub added: u64,
+    pub updated: u64,
+    pub stopped: u64,
+}

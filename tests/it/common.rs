@@ -130,6 +130,11 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         grpc_bind: "127.0.0.1:0".parse().unwrap(),
         grpc_tls_cert: None,
         grpc_tls_key: None,
+        reconcile_interval_sec: 15,
+        reconcile: false,
+        leader_lease_sec: 15,
+        static_startup_delay_sec: 0,
+        static_capacity: String::new(),
     }
 }
 

@@ -13,6 +13,8 @@ fn policy(mode: Mode, min: u32, max: u32, pct: f64, min_step: u32, base: u32, sp
     Policy {
         provider: "aws".into(),
         region: "us-east-1".into(),
+        group: None,
+        actuation: Default::default(),
         zones: vec![],
         instance_types: vec![
             InstanceChoice {

@@ -1,0 +1,198 @@
+//! From a pool decision and what its cloud group holds now to the calls that close the gap.
+//! Pure: the reconciler (`crate::reconcile`) describes the group, asks the same decision
+//! `POST /decide` gives, plans here, and executes the plan through a provider.
+//!
+//! Order matters: chosen workers are terminated first (with the group's desired capacity
+//! lowered by as many, so the group does not replace them), then the group is set to the
+//! target. An interrupted worker stays counted in the group (so its replacement launches
+//! while it saves its state) until its job reports a checkpoint or the cloud's deadline
+//! passes; then it is terminated the same way.
+
+use serde::Serialize;
+
+use super::capacity::{Capacity, CapacitySpec, Distribution, Target, WorkerState};
+use super::policy::Policy;
+use super::scale::{Action, WarningKind, Worker, WorkersDecision};
+
+/// One call to make.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// Terminate these workers and lower the group's desired capacity by as many.
+    Terminate {
+        workers: Vec<String>,
+        /// `scale_down` (the decision chose them) or `interrupted` (checkpoint saved, or the
+        /// cloud's deadline passed).
+        why: &'static str,
+    },
+    /// Set the group's bounds, distribution and desired capacity.
+    SetCapacity { spec: CapacitySpec },
+}
+
+/// What the reconciler knows beside the decision.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    pub policy: &'a Policy,
+    pub decision: &'a WorkersDecision,
+    pub capacity: &'a Capacity,
+    /// The pool's workers as stored (with interruption warnings).
+    pub workers: &'a [Worker],
+    /// (worker, when its job last saved a checkpoint).
+    pub checkpoints: &'a [(String, i64)],
+    pub now_ms: i64,
+    /// The provider launches exactly the decision's per-type targets (the static provider)
+    /// instead of a group that splits by its distribution: compare those counts instead.
+    pub per_target: bool,
+}
+
+/// The steps, in order; empty when the group already matches the decision.
+pub fn plan(input: &PlanInput<'_>) -> Vec<Step> {
+    let cap = input.capacity;
+    let present = |id: &str| {
+        cap.workers
+            .iter()
+            .any(|w| w.id == id && w.state != WorkerState::Terminating)
+    };
+    let mut steps = Vec::new();
+    let mut terminated: Vec<String> = Vec::new();
+
+    let chosen: Vec<String> = input
+        .decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::ScaleDown { workers } => Some(workers),
+            _ => None,
+        })
+        .flatten()
+        .filter(|id| present(id))
+        .cloned()
+        .collect();
+    if !chosen.is_empty() {
+        terminated.extend(chosen.iter().cloned());
+        steps.push(Step::Terminate {
+            workers: chosen,
+            why: "scale_down",
+        });
+    }
+
+    let mut released = Vec::new();
+    let mut kept_doomed = 0u32;
+    for w in input.workers.iter().filter(|w| is_doomed(w)) {
+        if !present(&w.id) || terminated.contains(&w.id) {
+            continue;
+        }
+        if may_release(w, input.checkpoints, input.now_ms) {
+            released.push(w.id.clone());
+        } else {
+            kept_doomed += 1;
+        }
+    }
+    if !released.is_empty() {
+        terminated.extend(released.iter().cloned());
+        steps.push(Step::Terminate {
+            workers: released,
+            why: "interrupted",
+        });
+    }
+
+    let spec = spec_for(input.policy, input.decision, kept_doomed);
+    let desired_after_terminations = cap
+        .desired
+        .saturating_sub(u32::try_from(terminated.len()).unwrap_or(u32::MAX));
+    let differs = if input.per_target {
+        desired_after_terminations != spec.desired
+            || targets_differ(&spec.targets, cap, &terminated)
+    } else {
+        let distribution_differs = cap
+            .distribution
+            .as_ref()
+            .is_some_and(|d| *d != spec.distribution);
+        desired_after_terminations != spec.desired
+            || cap.min != spec.min
+            || cap.max != spec.max
+            || distribution_differs
+    };
+    if differs {
+        steps.push(Step::SetCapacity { spec });
+    }
+    steps
+}
+
+/// Whether the live workers (after `terminated` go) differ from the targets per type and
+/// market; interrupted workers kept for their checkpoint are extra and not compared.
+fn targets_differ(targets: &[Target], cap: &Capacity, terminated: &[String]) -> bool {
+    let live = |t: &Target| {
+        cap.workers
+            .iter()
+            .filter(|w| {
+                w.state != WorkerState::Terminating
+                    && !terminated.contains(&w.id)
+                    && w.instance_type == t.instance_type
+                    && w.market == t.market
+            })
+            .count()
+    };
+    targets.iter().any(|t| live(t) < t.count as usize)
+}
+
+/// The group's shape for a decision: the target plus the interrupted workers still saving
+/// their state, the policy's bounds widened to hold that, and the market mix and instance
+/// types (recent capacity errors left out) as a mixed-instances distribution.
+pub fn spec_for(policy: &Policy, decision: &WorkersDecision, kept_doomed: u32) -> CapacitySpec {
+    let desired = decision.desired.saturating_add(kept_doomed);
+    let spot_allowed = policy.any_allows(super::catalog::Market::Spot);
+    let instance_types = if decision.usable_types.is_empty() {
+        policy
+            .instance_types
+            .iter()
+            .map(|c| c.instance_type.clone())
+            .collect()
+    } else {
+        decision.usable_types.clone()
+    };
+    CapacitySpec {
+        desired,
+        min: policy.min_workers.min(desired),
+        max: policy.max_workers.max(desired),
+        distribution: Distribution {
+            on_demand_base: policy.on_demand_base,
+            on_demand_percentage_above_base: if spot_allowed {
+                100 - policy.spot_percentage.min(100)
+            } else {
+                100
+            },
+            instance_types,
+        },
+        targets: decision
+            .by_type
+            .iter()
+            .filter(|t| t.count > 0)
+            .map(|t| Target {
+                instance_type: t.instance_type.clone(),
+                market: t.market,
+                count: t.count,
+                zones: t.zones.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn is_doomed(w: &Worker) -> bool {
+    w.stopped_at_ms.is_none()
+        && w.warning
+            .as_ref()
+            .is_some_and(|x| x.kind == WarningKind::InterruptionWarning)
+}
+
+/// An interrupted worker may go once its job saved a checkpoint after the warning, or once
+/// the cloud's deadline has passed (the instance is lost then anyway).
+fn may_release(w: &Worker, checkpoints: &[(String, i64)], now_ms: i64) -> bool {
+    let Some(warning) = &w.warning else {
+        return false;
+    };
+    let saved = checkpoints
+        .iter()
+        .any(|(id, at)| *id == w.id && *at >= warning.at_ms);
+    saved || warning.action_at_ms.is_some_and(|d| now_ms >= d)
+}

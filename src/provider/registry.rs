@@ -1,0 +1,64 @@
+//! Which provider adapter drives a pool: the static provider for `static` pools, the AWS or
+//! Alibaba Cloud adapter for pools bound to a cloud group (when its credentials are
+//! configured), none for cloud pools without a group (decided for, not actuated).
+
+use std::sync::Arc;
+
+use super::{ALIBABA, AWS, GroupRef, Provider, STATIC};
+use crate::core::policy::Policy;
+
+/// The adapters this process has, each wrapped in the metrics decorator.
+#[derive(Debug, Clone)]
+pub struct Providers {
+    pub static_provider: Arc<dyn Provider>,
+    pub aws: Option<Arc<dyn Provider>>,
+    pub alibaba: Option<Arc<dyn Provider>>,
+}
+
+/// The adapter that drives a pool, and the pool's group.
+pub type Binding = (Arc<dyn Provider>, GroupRef);
+
+/// Why a bound pool cannot be driven.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unbindable(pub String);
+
+impl Providers {
+    /// The adapter and group for `policy`; `Ok(None)` when the pool is not actuated.
+    pub fn bind(
+        &self,
+        pool: &str,
+        policy: &Policy,
+    ) -> Result<Option<Binding>, Unbindable> {
+        let group = |g: &str| GroupRef {
+            pool: pool.to_string(),
+            region: policy.region.clone(),
+            group: g.to_string(),
+        };
+        if policy.provider == STATIC {
+            return Ok(Some((self.static_provider.clone(), group(""))));
+        }
+        let Some(name) = policy.group.as_deref() else {
+            return Ok(None);
+        };
+        let (adapter, how) = match policy.provider.as_str() {
+            AWS => (&self.aws, "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+            ALIBABA => (
+                &self.alibaba,
+                "set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+            ),
+            other => {
+                return Err(Unbindable(format!(
+                    "provider `{other}` has no adapter for cloud groups"
+                )));
+            }
+        };
+        match adapter {
+            Some(a) => Ok(Some((a.clone(), group(name)))),
+            None => Err(Unbindable(format!(
+                "pool is bound to {} group `{name}` but no {} credentials are configured: {how}",
+                policy.provider, policy.provider
+            ))),
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The reconciler: the loop that keeps every bound pool's capacity where its decisions say.
+//!
+//! It runs inside `serve` on every replica, but only the holder of the leader lease
+//! (`leader.rs`) acts: every `interval`, at once when it becomes leader, and when a pool
+//! becomes dirty (a decision changed its target, a cloud notice or work arrived). Pools are
+//! reconciled one after another, so a pool's passes never overlap.
+
+pub mod leader;
+pub mod pass;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch};
+
+use crate::api::metrics::{Metrics, ReconcileLabels};
+use crate::provider::registry::Providers;
+use crate::snapshot::CatalogCache;
+use crate::store::Store;
+use crate::timefmt::now_ms;
+use pass::{PassContext, PassOutcome, reconcile_pool};
+
+/// How the reconciler runs.
+#[derive(Debug, Clone)]
+pub struct ReconcileSettings {
+    pub interval: Duration,
+    pub lease: Duration,
+    /// This replica's name in events (host name and process id by default).
+    pub replica: String,
+}
+
+/// Everything the loop needs.
+#[derive(Debug, Clone)]
+pub struct Reconciler {
+    pub store: Store,
+    pub catalog: Arc<CatalogCache>,
+    pub metrics: Arc<Metrics>,
+    pub providers: Providers,
+    pub settings: ReconcileSettings,
+}
+
+impl Reconciler {
+    /// Runs until `shutdown` turns true; acts only while `leader` is true.
+    pub async fn run(
+        self,
+        mut leader: watch::Receiver<bool>,
+        mut dirty: broadcast::Receiver<String>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut tick = tokio::time::interval(self.settings.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = crate::reconcile::until_true(&mut shutdown) => return,
+                _ = tick.tick() => {
+                    if leads(&leader) { self.pass_all(&leader).await; }
+                }
+                changed = leader.changed() => {
+                    if changed.is_err() { return; }
+                    let leads = *leader.borrow_and_update();
+                    self.metrics.reconcile_leader.set(i64::from(leads));
+                    if leads { self.pass_all(&leader).await; }
+                }
+                pool = dirty.recv() => match pool {
+                    Ok(pool) => if leads(&leader) { self.pass_one(&pool, &leader).await; },
+                    // Missed some: a full pass covers them all.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        if leads(&leader) { self.pass_all(&leader).await; }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    }
+
+    async fn pass_all(&self, leader: &watch::Receiver<bool>) {
+        let pools = match self.store.pools().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "reconciler: cannot list pools");
+                return;
+            }
+        };
+        for pool in pools {
+            if !leads(leader) {
+                return;
+            }
+            self.reconcile(&pool, leader).await;
+        }
+    }
+
+    async fn pass_one(&self, name: &str, leader: &watch::Receiver<bool>) {
+        match self.store.find_pool(name).await {
+            Ok(Some(pool)) => self.reconcile(&pool, leader).await,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(pool = name, error = %e, "reconciler: cannot read pool"),
+        }
+    }
+
+    async fn reconcile(&self, pool: &crate::store::PoolRow, leader: &watch::Receiver<bool>) {
+        let (provider, group) = match self.providers.bind(&pool.name, &pool.policy) {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(pool = %pool.name, error = %e, "reconciler: pool cannot be driven");
+                self.count("failed");
+                return;
+            }
+        };
+        let Some(catalog) = self.catalog.get() else {
+            return;
+        };
+        let leader = leader.clone();
+        let still_leader = move || leads(&leader);
+        let cx = PassContext {
+            store: &self.store,
+            catalog: &catalog,
+            replica: &self.settings.replica,
+            still_leader: &still_leader,
+            now_ms: &now_ms,
+        };
+        match reconcile_pool(&cx, pool, &provider, &group).await {
+            Ok(outcome) => {
+                if let PassOutcome::Failed(why) = &outcome {
+                    tracing::warn!(pool = %pool.name, error = %why, "reconcile failed");
+                } else if let PassOutcome::Changed(calls) = outcome {
+                    tracing::info!(pool = %pool.name, calls, "reconciled");
+                }
+                self.count(outcome.label());
+            }
+            Err(e) => {
+                tracing::warn!(pool = %pool.name, error = %e, "reconcile: store error");
+                self.count("failed");
+            }
+        }
+    }
+
+    fn count(&self, outcome: &'static str) {
+        self.metrics
+            .reconciles
+            .get_or_create(&ReconcileLabels { outcome })
+            .inc();
+    }
+}
+
+/// Resolves once `flag` is true (or its sender is gone), holding no borrow of it after.
+pub async fn until_true(flag: &mut watch::Receiver<bool>) {
+    let _ = flag.wait_for(|s| *s).await;
+}
+
+fn leads(leader: &watch::Receiver<bool>) -> bool {
+    *leader.borrow()
+}
+
+/// A name for this replica: the host name (the pod name on Kubernetes) and process id.
+pub fn replica_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "trainscaler".into());
+    format!("{host}:{}", std::process::id())
+}
