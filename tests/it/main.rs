@@ -1,6 +1,7 @@
 //! Black-box and contract tests against real databases: PostgreSQL (`TEST_DATABASE_URL`,
 //! default postgres://postgres@127.0.0.1:5432/postgres) and SQLite files.
 
+mod alibaba_mock;
 mod cli;
 mod common;
 mod http_benchmarks;
