@@ -47,6 +47,19 @@ impl AlibabaProvider {
     }
 }
 
+/// The scaling group id of `group`. An empty id must not reach DescribeScalingGroups, which
+/// would then list every group of the region and the first one would be taken for this pool.
+fn group_id(group: &GroupRef) -> ProviderResult<&str> {
+    let id = group.group.trim();
+    if id.is_empty() {
+        return Err(ProviderError::InvalidRequest(format!(
+            "pool {} names no Alibaba scaling group id",
+            group.pool
+        )));
+    }
+    Ok(id)
+}
+
 /// Price look-ups that fail for one type (not sold here, not priced) should not hide the prices
 /// of the others; credentials, throttling and transport failures still end the refresh.
 fn skippable(e: &ProviderError) -> bool {
@@ -96,8 +109,9 @@ impl crate::provider::Provider for AlibabaProvider {
 
     async fn describe(&self, group: &GroupRef) -> ProviderResult<Capacity> {
         let region = self.region(&group.region);
-        let mut capacity = ess::group(&self.client, region, &group.group).await?;
-        let listed = ess::instances(&self.client, region, &group.group).await?;
+        let id = group_id(group)?;
+        let mut capacity = ess::group(&self.client, region, id).await?;
+        let listed = ess::instances(&self.client, region, id).await?;
         let ids: Vec<String> = listed
             .iter()
             .filter_map(|i| i.instance_id.clone())
@@ -148,13 +162,8 @@ impl crate::provider::Provider for AlibabaProvider {
         if changes.is_empty() {
             return Ok(());
         }
-        ess::modify(
-            &self.client,
-            self.region(&group.region),
-            &group.group,
-            changes,
-        )
-        .await
+        let id = group_id(group)?;
+        ess::modify(&self.client, self.region(&group.region), id, changes).await
     }
 
     async fn terminate(
@@ -166,13 +175,59 @@ impl crate::provider::Provider for AlibabaProvider {
         if workers.is_empty() {
             return Ok(());
         }
+        let id = group_id(group)?;
         ess::remove(
             &self.client,
             self.region(&group.region),
-            &group.group,
+            id,
             workers,
             decrement,
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::Provider;
+
+    fn provider() -> AlibabaProvider {
+        // Unroutable on purpose: these tests must fail before any request is made.
+        let mut settings = AlibabaSettings::new(Credentials {
+            access_key_id: "id".into(),
+            access_key_secret: Secret::new("s"),
+        });
+        settings.endpoint = Some("http://127.0.0.1:9".into());
+        AlibabaProvider::new(settings).expect("provider")
+    }
+
+    #[tokio::test]
+    async fn a_pool_without_a_group_id_is_refused_before_any_call() {
+        let group = GroupRef {
+            pool: "p".into(),
+            region: "cn-shanghai".into(),
+            group: " ".into(),
+        };
+        let err = provider().describe(&group).await.unwrap_err();
+        assert!(matches!(err, ProviderError::InvalidRequest(_)), "{err:?}");
+        let err = provider()
+            .terminate(&group, &["i-1".to_string()], true)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProviderError::InvalidRequest(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn terminating_nobody_makes_no_call() {
+        let group = GroupRef {
+            pool: "p".into(),
+            region: "cn-shanghai".into(),
+            group: "asg-1".into(),
+        };
+        provider()
+            .terminate(&group, &[], true)
+            .await
+            .expect("nothing to do");
     }
 }
