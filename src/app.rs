@@ -15,6 +15,7 @@ use crate::catalog::skypilot;
 use crate::config::{Config, ServeConfig};
 use crate::ingest::remote_write::LabelMapping;
 use crate::provider::Provider;
+use crate::provider::alibaba::{AlibabaProvider, AlibabaSettings};
 use crate::provider::metered::Metered;
 use crate::provider::registry::Providers;
 use crate::provider::static_provider::{StaticProvider, StaticSettings};
@@ -137,10 +138,17 @@ pub fn providers_from_env(state: &AppState, serve: &ServeConfig) -> anyhow::Resu
             capacity,
         },
     );
+    let alibaba = match AlibabaSettings::from_env() {
+        Some(settings) => Some(metered(
+            state,
+            Arc::new(AlibabaProvider::new(settings).context("Alibaba Cloud provider")?),
+        )),
+        None => None,
+    };
     Ok(Providers {
         static_provider: metered(state, Arc::new(static_provider)),
         aws: None,
-        alibaba: None,
+        alibaba,
     })
 }
 
@@ -181,6 +189,16 @@ pub fn start_reconciler(
     serve: &ServeConfig,
     providers: Providers,
 ) -> ReconcilerHandle {
+    start_reconciler_named(state, serve, providers, replica_name())
+}
+
+/// [`start_reconciler`] with this replica's name in events given.
+pub fn start_reconciler_named(
+    state: &AppState,
+    serve: &ServeConfig,
+    providers: Providers,
+    replica: String,
+) -> ReconcilerHandle {
     let (stop, stopped) = watch::channel(false);
     let (leader_tx, leader) = watch::channel(false);
     let lease = tokio::spawn(hold_lease(
@@ -197,7 +215,7 @@ pub fn start_reconciler(
         settings: ReconcileSettings {
             interval: serve.reconcile_interval(),
             lease: serve.leader_lease(),
-            replica: replica_name(),
+            replica,
         },
     };
     let dirty = state.dirty.subscribe();

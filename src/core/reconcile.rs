@@ -196,3 +196,198 @@ fn may_release(w: &Worker, checkpoints: &[(String, i64)], now_ms: i64) -> bool {
         .any(|(id, at)| *id == w.id && *at >= warning.at_ms);
     saved || warning.action_at_ms.is_some_and(|d| now_ms >= d)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::capacity::CloudWorker;
+    use crate::core::catalog::Market;
+    use crate::core::policy::test_policy;
+    use crate::core::scale::Warning;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn decision(desired: u32, actions: Vec<Action>) -> WorkersDecision {
+        WorkersDecision {
+            current: 0,
+            desired,
+            previous_desired: 0,
+            need: desired,
+            by_type: vec![],
+            usable_types: vec!["g4dn.12xlarge".into(), "g5.12xlarge".into()],
+            delta: 0,
+            actions,
+            reasons: vec![],
+            cooldown_until: None,
+            next_evaluation_at: String::new(),
+            cooldown_until_ms: None,
+            next_evaluation_at_ms: NOW,
+            cost_per_hour: 0.0,
+            budget: None,
+        }
+    }
+
+    fn cloud(ids: &[&str]) -> Vec<CloudWorker> {
+        ids.iter()
+            .map(|id| CloudWorker {
+                id: (*id).into(),
+                instance_type: "g4dn.12xlarge".into(),
+                market: Market::Spot,
+                zone: None,
+                state: WorkerState::Running,
+                launched_at_ms: Some(NOW - 3_600_000),
+            })
+            .collect()
+    }
+
+    /// A group that already has the policy's shape.
+    fn group(desired: u32, ids: &[&str]) -> Capacity {
+        let spec = spec_for(&test_policy(), &decision(desired, vec![]), 0);
+        Capacity {
+            desired,
+            min: spec.min,
+            max: spec.max,
+            distribution: Some(spec.distribution),
+            workers: cloud(ids),
+        }
+    }
+
+    fn interrupted(id: &str, deadline: i64) -> Worker {
+        Worker {
+            id: id.into(),
+            instance_type: "g4dn.12xlarge".into(),
+            market: Market::Spot,
+            zone: None,
+            started_at_ms: NOW - 3_600_000,
+            stopped_at_ms: None,
+            warning: Some(Warning {
+                kind: WarningKind::InterruptionWarning,
+                at_ms: NOW - 30_000,
+                action_at_ms: Some(deadline),
+            }),
+            utilization: None,
+        }
+    }
+
+    fn run(
+        d: &WorkersDecision,
+        cap: &Capacity,
+        workers: &[Worker],
+        cps: &[(String, i64)],
+    ) -> Vec<Step> {
+        plan(&PlanInput {
+            policy: &test_policy(),
+            decision: d,
+            capacity: cap,
+            workers,
+            checkpoints: cps,
+            now_ms: NOW,
+            per_target: false,
+        })
+    }
+
+    #[test]
+    fn a_group_that_matches_gets_no_call() {
+        assert_eq!(
+            run(&decision(2, vec![]), &group(2, &["a", "b"]), &[], &[]),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn a_new_target_sets_desired_with_the_mixed_instances_shape() {
+        let steps = run(&decision(3, vec![]), &group(2, &["a", "b"]), &[], &[]);
+        let [Step::SetCapacity { spec }] = steps.as_slice() else {
+            panic!("{steps:?}")
+        };
+        assert_eq!(spec.desired, 3);
+        assert_eq!(spec.distribution.on_demand_percentage_above_base, 20);
+        assert_eq!(
+            spec.distribution.instance_types,
+            vec!["g4dn.12xlarge", "g5.12xlarge"]
+        );
+    }
+
+    #[test]
+    fn chosen_workers_are_terminated_with_decrement_and_nothing_else_is_needed() {
+        let d = decision(
+            1,
+            vec![Action::ScaleDown {
+                workers: vec!["b".into(), "gone".into()],
+            }],
+        );
+        let steps = run(&d, &group(2, &["a", "b"]), &[], &[]);
+        assert_eq!(
+            steps,
+            vec![Step::Terminate {
+                workers: vec!["b".into()],
+                why: "scale_down"
+            }],
+            "the decrement takes the group to 1; an instance the group no longer has is skipped"
+        );
+    }
+
+    #[test]
+    fn an_interrupted_worker_stays_until_its_checkpoint_then_goes() {
+        // Target 2 healthy workers; `b` is being interrupted and still saving its state: the
+        // group holds 3 so the replacement launches beside it.
+        let workers = [interrupted("b", NOW + 90_000)];
+        let steps = run(&decision(2, vec![]), &group(2, &["a", "b"]), &workers, &[]);
+        let [Step::SetCapacity { spec }] = steps.as_slice() else {
+            panic!("{steps:?}")
+        };
+        assert_eq!(spec.desired, 3);
+        // A checkpoint from before the warning does not count; one after it does.
+        let old = [("b".to_string(), NOW - 60_000)];
+        let steps = run(
+            &decision(2, vec![]),
+            &group(3, &["a", "b", "c"]),
+            &workers,
+            &old,
+        );
+        assert_eq!(steps, vec![]);
+        let saved = [("b".to_string(), NOW - 1_000)];
+        let steps = run(
+            &decision(2, vec![]),
+            &group(3, &["a", "b", "c"]),
+            &workers,
+            &saved,
+        );
+        assert_eq!(
+            steps,
+            vec![Step::Terminate {
+                workers: vec!["b".into()],
+                why: "interrupted"
+            }]
+        );
+    }
+
+    #[test]
+    fn an_interrupted_worker_past_its_deadline_goes_without_a_checkpoint() {
+        let workers = [interrupted("b", NOW - 1)];
+        let steps = run(
+            &decision(2, vec![]),
+            &group(3, &["a", "b", "c"]),
+            &workers,
+            &[],
+        );
+        assert_eq!(
+            steps,
+            vec![Step::Terminate {
+                workers: vec!["b".into()],
+                why: "interrupted"
+            }]
+        );
+    }
+
+    #[test]
+    fn a_type_out_of_capacity_leaves_the_group_type_list() {
+        let mut d = decision(2, vec![]);
+        d.usable_types = vec!["g5.12xlarge".into()];
+        let steps = run(&d, &group(2, &["a", "b"]), &[], &[]);
+        let [Step::SetCapacity { spec }] = steps.as_slice() else {
+            panic!("{steps:?}")
+        };
+        assert_eq!(spec.distribution.instance_types, vec!["g5.12xlarge"]);
+    }
+}

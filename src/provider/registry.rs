@@ -25,11 +25,7 @@ pub struct Unbindable(pub String);
 
 impl Providers {
     /// The adapter and group for `policy`; `Ok(None)` when the pool is not actuated.
-    pub fn bind(
-        &self,
-        pool: &str,
-        policy: &Policy,
-    ) -> Result<Option<Binding>, Unbindable> {
+    pub fn bind(&self, pool: &str, policy: &Policy) -> Result<Option<Binding>, Unbindable> {
         let group = |g: &str| GroupRef {
             pool: pool.to_string(),
             region: policy.region.clone(),

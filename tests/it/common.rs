@@ -145,6 +145,9 @@ pub struct TestApp {
     pub grpc_addr: SocketAddr,
     pub client: reqwest::Client,
     pub db: Arc<TestDb>,
+    /// The server's shared state, for starting a reconciler on it.
+    pub state: app::AppState,
+    pub serve: ServeConfig,
     shutdown: Option<oneshot::Sender<()>>,
 }
 
@@ -175,6 +178,8 @@ impl TestApp {
         let (tx, rx) = oneshot::channel::<()>();
         let (grpc_tx, grpc_rx) = oneshot::channel::<()>();
         let grpc_state = state.clone();
+        let kept_state = state.clone();
+        let kept_serve = serve.clone();
         tokio::spawn(async move {
             trainscaler::keda::server::serve_grpc(grpc, grpc_state, None, async {
                 let _ = grpc_rx.await;
@@ -195,8 +200,17 @@ impl TestApp {
             grpc_addr,
             client: reqwest::Client::new(),
             db,
+            state: kept_state,
+            serve: kept_serve,
             shutdown: Some(tx),
         }
+    }
+
+    /// Starts a reconciler on this server with the static provider `serve` configures,
+    /// named `replica` in the events it records.
+    pub fn start_reconciler(&self, replica: &str) -> app::ReconcilerHandle {
+        let providers = app::providers_from_env(&self.state, &self.serve).expect("providers");
+        app::start_reconciler_named(&self.state, &self.serve, providers, replica.to_string())
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -14,6 +14,7 @@ mod http_remote_write;
 mod http_surface;
 mod keda_grpc;
 mod openapi_drift;
+mod reconcile;
 mod replicas;
 mod scale_properties;
 mod select_cases;
