@@ -86,6 +86,7 @@ fn routes(json_limit: usize, catalog_limit: usize, ingest_limit: usize) -> OpenA
         ))
         .routes(routes!(pools::list_pools))
         .routes(routes!(pools::put_worker, pools::delete_worker))
+        .routes(routes!(pools::list_workers))
         .routes(routes!(pools::list_events))
         .routes(routes!(fleet::get_fleet))
         .routes(routes!(fleet::get_fleet_pool))

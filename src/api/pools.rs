@@ -1,5 +1,6 @@
 //! Pools and their workers: `PUT/GET/DELETE /v1/pools/{name}`, `GET /v1/pools`,
-//! `PUT/DELETE /v1/pools/{name}/workers/{id}` and the pool's event log.
+//! `GET /v1/pools/{name}/workers`, `PUT/DELETE /v1/pools/{name}/workers/{id}` and the pool's
+//! event log.
 
 use axum::Json;
 use axum::extract::State;
@@ -221,6 +222,78 @@ pub async fn put_worker(
         StatusCode::OK
     };
     Ok((status, Json(out)).into_response())
+}
+
+/// A live worker with what the cloud and its job said about it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LiveWorker {
+    pub id: String,
+    pub instance_type: String,
+    pub market: Market,
+    pub zone: Option<String>,
+    /// When it started (or, while it boots, will start).
+    pub started_at: String,
+    /// `interruption_warning` or `rebalance_recommendation`, when the cloud sent one.
+    pub warning: Option<String>,
+    pub warning_at: Option<String>,
+    /// When the cloud will reclaim it, if it said.
+    pub reclaim_at: Option<String>,
+    /// When its job last reported a saved checkpoint.
+    pub checkpoint_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkerList {
+    pub pool: String,
+    pub workers: Vec<LiveWorker>,
+}
+
+/// Lists a pool's live workers: registered by callers, synced from its cloud group, or
+/// created by the static provider.
+#[utoipa::path(get, path = "/v1/pools/{name}/workers", tag = "pools",
+    params(("name" = String, Path, description = "Pool name")),
+    responses(
+        (status = 200, description = "Live workers, oldest first", body = WorkerList),
+        (status = 404, description = "No such pool", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_workers(
+    State(state): State<AppState>,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<WorkerList>, ApiError> {
+    if state.store.find_pool(&name).await?.is_none() {
+        return Err(no_pool(&name));
+    }
+    let checkpoints = state.store.checkpoints(&name).await?;
+    let mut workers: Vec<LiveWorker> = state
+        .store
+        .workers(&name, i64::MAX)
+        .await?
+        .into_iter()
+        .filter(|w| w.stopped_at_ms.is_none())
+        .map(|w| LiveWorker {
+            checkpoint_at: checkpoints
+                .iter()
+                .find(|(id, _)| *id == w.id)
+                .map(|(_, at)| format_ms(*at)),
+            warning: w.warning.as_ref().map(|x| x.kind.as_str().to_string()),
+            warning_at: w.warning.as_ref().map(|x| format_ms(x.at_ms)),
+            reclaim_at: w
+                .warning
+                .as_ref()
+                .and_then(|x| x.action_at_ms)
+                .map(format_ms),
+            started_at: format_ms(w.started_at_ms),
+            id: w.id,
+            instance_type: w.instance_type,
+            market: w.market,
+            zone: w.zone,
+        })
+        .collect();
+    workers.sort_by(|a, b| (&a.started_at, &a.id).cmp(&(&b.started_at, &b.id)));
+    Ok(Json(WorkerList {
+        pool: name,
+        workers,
+    }))
 }
 
 /// Marks a worker stopped. It stays in today's spend.

@@ -77,7 +77,7 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<Step> {
     }
 
     let mut released = Vec::new();
-    let mut kept_doomed = 0u32;
+    let mut kept_doomed: Vec<&Worker> = Vec::new();
     for w in input.workers.iter().filter(|w| is_doomed(w)) {
         if !present(&w.id) || terminated.contains(&w.id) {
             continue;
@@ -85,7 +85,7 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<Step> {
         if may_release(w, input.checkpoints, input.now_ms) {
             released.push(w.id.clone());
         } else {
-            kept_doomed += 1;
+            kept_doomed.push(w);
         }
     }
     if !released.is_empty() {
@@ -96,7 +96,7 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<Step> {
         });
     }
 
-    let spec = spec_for(input.policy, input.decision, kept_doomed);
+    let spec = spec_for(input.policy, input.decision, &kept_doomed);
     let desired_after_terminations = cap
         .desired
         .saturating_sub(u32::try_from(terminated.len()).unwrap_or(u32::MAX));
@@ -139,8 +139,14 @@ fn targets_differ(targets: &[Target], cap: &Capacity, terminated: &[String]) -> 
 /// The group's shape for a decision: the target plus the interrupted workers still saving
 /// their state, the policy's bounds widened to hold that, and the market mix and instance
 /// types (recent capacity errors left out) as a mixed-instances distribution.
-pub fn spec_for(policy: &Policy, decision: &WorkersDecision, kept_doomed: u32) -> CapacitySpec {
-    let desired = decision.desired.saturating_add(kept_doomed);
+pub fn spec_for(
+    policy: &Policy,
+    decision: &WorkersDecision,
+    kept_doomed: &[&Worker],
+) -> CapacitySpec {
+    let desired = decision
+        .desired
+        .saturating_add(u32::try_from(kept_doomed.len()).unwrap_or(u32::MAX));
     let spot_allowed = policy.any_allows(super::catalog::Market::Spot);
     let instance_types = if decision.usable_types.is_empty() {
         policy
@@ -164,18 +170,39 @@ pub fn spec_for(policy: &Policy, decision: &WorkersDecision, kept_doomed: u32) -
             },
             instance_types,
         },
-        targets: decision
-            .by_type
-            .iter()
-            .filter(|t| t.count > 0)
-            .map(|t| Target {
-                instance_type: t.instance_type.clone(),
-                market: t.market,
-                count: t.count,
-                zones: t.zones.clone(),
-            })
-            .collect(),
+        targets: targets_with(decision, kept_doomed),
     }
+}
+
+/// The decision's per-type targets, each also holding the interrupted workers of its type and
+/// market that stay until their checkpoint (they are not capacity the target can count on).
+fn targets_with(decision: &WorkersDecision, kept_doomed: &[&Worker]) -> Vec<Target> {
+    let mut targets: Vec<Target> = decision
+        .by_type
+        .iter()
+        .filter(|t| t.count > 0)
+        .map(|t| Target {
+            instance_type: t.instance_type.clone(),
+            market: t.market,
+            count: t.count,
+            zones: t.zones.clone(),
+        })
+        .collect();
+    for w in kept_doomed {
+        match targets
+            .iter_mut()
+            .find(|t| t.instance_type == w.instance_type && t.market == w.market)
+        {
+            Some(t) => t.count += 1,
+            None => targets.push(Target {
+                instance_type: w.instance_type.clone(),
+                market: w.market,
+                count: 1,
+                zones: vec![],
+            }),
+        }
+    }
+    targets
 }
 
 fn is_doomed(w: &Worker) -> bool {
@@ -242,7 +269,7 @@ mod tests {
 
     /// A group that already has the policy's shape.
     fn group(desired: u32, ids: &[&str]) -> Capacity {
-        let spec = spec_for(&test_policy(), &decision(desired, vec![]), 0);
+        let spec = spec_for(&test_policy(), &decision(desired, vec![]), &[]);
         Capacity {
             desired,
             min: spec.min,

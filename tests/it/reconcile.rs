@@ -203,7 +203,78 @@ async fn observe_mode_records_the_plan_and_changes_nothing(backend: Backend) {
     reconciler.stop().await;
 }
 
+async fn live_workers(app: &TestApp, pool: &str) -> Vec<Value> {
+    app.get_json(&format!("/v1/pools/{pool}/workers")).await["workers"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn in_secs(secs: i64) -> String {
+    let t = time::OffsetDateTime::now_utc() + time::Duration::seconds(secs);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+async fn interruption_launches_the_replacement_first_and_terminates_after_the_checkpoint(
+    backend: Backend,
+) {
+    let app = reconciling_app(Arc::new(TestDb::new(backend).await), "", 15).await;
+    let reconciler = app.start_reconciler("r1");
+    let mut policy = static_policy();
+    policy["max_interruption_rate"] = json!(10.0);
+    create_pool(&app, "irq", &policy).await;
+    queue(&app, "irq", 0, 2).await;
+    wait_for_workers(&app, "irq", 2, Duration::from_secs(15)).await;
+    let spot = live_workers(&app, "irq")
+        .await
+        .into_iter()
+        .find(|w| w["market"] == "spot")
+        .expect("a spot worker");
+    let doomed = spot["id"].as_str().unwrap().to_string();
+
+    let r = app
+        .post_json(
+            "/v1/webhooks/events",
+            &json!({"events": [{"kind": "interruption_warning", "pool": "irq", "worker": doomed,
+                                "at": rfc3339_ago(0), "action_at": in_secs(120)}]}),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+    // The replacement starts while the interrupted worker saves its state.
+    wait_for_workers(&app, "irq", 3, Duration::from_secs(10)).await;
+    let workers = live_workers(&app, "irq").await;
+    let warned = workers.iter().find(|w| w["id"] == doomed.as_str()).unwrap();
+    assert_eq!(warned["warning"], "interruption_warning", "{workers:#?}");
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(
+        live_workers(&app, "irq").await.len(),
+        3,
+        "kept until its checkpoint (the deadline is two minutes away)"
+    );
+
+    let r = app
+        .post_json(
+            "/v1/webhooks/events",
+            &json!({"events": [{"kind": "checkpoint_saved", "pool": "irq", "worker": doomed,
+                                "at": rfc3339_ago(0)}]}),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+    wait_for_workers(&app, "irq", 2, Duration::from_secs(10)).await;
+    let workers = live_workers(&app, "irq").await;
+    assert!(workers.iter().all(|w| w["id"] != doomed.as_str()), "{workers:#?}");
+    let steps = events_of(&app, "irq", "reconcile_step").await;
+    assert!(
+        steps.iter().any(|e| e["detail"]["step"]["why"] == "interrupted"
+            && e["detail"]["step"]["workers"] == json!([doomed])),
+        "{steps:#?}"
+    );
+    reconciler.stop().await;
+}
+
 on_both_backends!(
+    interruption_launches_the_replacement_first_and_terminates_after_the_checkpoint,
     static_pool_follows_the_queue_up_and_back_to_zero,
     insufficient_capacity_moves_to_the_next_type,
     observe_mode_records_the_plan_and_changes_nothing,
