@@ -216,6 +216,8 @@ pub fn start_reconciler_named(
             interval: serve.reconcile_interval(),
             lease: serve.leader_lease(),
             replica,
+            catalog_refresh: (serve.catalog_refresh_interval_sec > 0)
+                .then(|| std::time::Duration::from_secs(serve.catalog_refresh_interval_sec)),
         },
     };
     let dirty = state.dirty.subscribe();

@@ -109,6 +109,15 @@ pub struct ServeConfig {
     #[arg(long, env = "TRAINSCALER_LEADER_LEASE_SEC", default_value_t = 15)]
     pub leader_lease_sec: u64,
 
+    /// Seconds between refreshes of instance types and prices from the clouds of pools bound
+    /// to a cloud group (by the reconciler's leader; the first at start); 0 never.
+    #[arg(
+        long,
+        env = "TRAINSCALER_CATALOG_REFRESH_INTERVAL_SEC",
+        default_value_t = 3600
+    )]
+    pub catalog_refresh_interval_sec: u64,
+
     /// Seconds a static-provider worker takes from creation until it runs.
     #[arg(
         long,

@@ -11,6 +11,7 @@ pub mod aws;
 pub mod error;
 pub mod http;
 pub mod metered;
+pub mod refresh;
 pub mod registry;
 pub mod retry;
 pub mod static_provider;

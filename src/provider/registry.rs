@@ -24,6 +24,15 @@ pub type Binding = (Arc<dyn Provider>, GroupRef);
 pub struct Unbindable(pub String);
 
 impl Providers {
+    /// The configured adapter for a cloud's groups (`aws`, `alibaba`).
+    pub fn cloud(&self, provider: &str) -> Option<Arc<dyn Provider>> {
+        match provider {
+            AWS => self.aws.clone(),
+            ALIBABA => self.alibaba.clone(),
+            _ => None,
+        }
+    }
+
     /// The adapter and group for `policy`; `Ok(None)` when the pool is not actuated.
     pub fn bind(&self, pool: &str, policy: &Policy) -> Result<Option<Binding>, Unbindable> {
         let group = |g: &str| GroupRef {

@@ -8,12 +8,14 @@
 pub mod leader;
 pub mod pass;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
 use crate::api::metrics::{Metrics, ReconcileLabels};
+use crate::provider::refresh::refresh_region;
 use crate::provider::registry::Providers;
 use crate::snapshot::CatalogCache;
 use crate::store::Store;
@@ -27,6 +29,9 @@ pub struct ReconcileSettings {
     pub lease: Duration,
     /// This replica's name in events (host name and process id by default).
     pub replica: String,
+    /// How often the leader refreshes instance types and prices of bound cloud pools'
+    /// regions into the catalog; `None` never.
+    pub catalog_refresh: Option<Duration>,
 }
 
 /// Everything the loop needs.
@@ -49,9 +54,21 @@ impl Reconciler {
     ) {
         let mut tick = tokio::time::interval(self.settings.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Never is a very long time: an hour-long interval that the branch below ignores.
+        let mut refresh_tick = tokio::time::interval(
+            self.settings
+                .catalog_refresh
+                .unwrap_or(Duration::from_secs(3600)),
+        );
+        refresh_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = crate::reconcile::until_true(&mut shutdown) => return,
+                _ = refresh_tick.tick() => {
+                    if leads(&leader) && self.settings.catalog_refresh.is_some() {
+                        self.refresh_catalog().await;
+                    }
+                }
                 _ = tick.tick() => {
                     if leads(&leader) { self.pass_all(&leader).await; }
                 }
@@ -69,6 +86,53 @@ impl Reconciler {
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
+            }
+        }
+    }
+
+    /// Refreshes the catalog for every (provider, region) that a pool bound to a cloud group
+    /// uses, limited to the instance types those pools name.
+    async fn refresh_catalog(&self) {
+        let pools = match self.store.pools().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "catalog refresh: cannot list pools");
+                return;
+            }
+        };
+        let mut wanted: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+        for p in pools.iter().filter(|p| p.policy.group.is_some()) {
+            wanted
+                .entry((p.policy.provider.clone(), p.policy.region.clone()))
+                .or_default()
+                .extend(
+                    p.policy
+                        .instance_types
+                        .iter()
+                        .map(|c| c.instance_type.clone()),
+                );
+        }
+        for ((provider_name, region), types) in wanted {
+            let Some(provider) = self.providers.cloud(&provider_name) else {
+                continue;
+            };
+            let Some(catalog) = self.catalog.get() else {
+                return;
+            };
+            let types: Vec<String> = types.into_iter().collect();
+            match refresh_region(&self.store, &catalog, &*provider, &region, &types, now_ms()).await
+            {
+                Ok(report) => {
+                    tracing::info!(
+                        provider = %provider_name, region = %region,
+                        added = report.offerings_added, updated = report.offerings_updated,
+                        prices = report.prices_appended, "catalog refreshed from the provider"
+                    );
+                    self.catalog.refresh_after_write(&self.store).await;
+                }
+                Err(e) => {
+                    tracing::warn!(provider = %provider_name, region = %region, error = %e, "catalog refresh failed");
+                }
             }
         }
     }

@@ -135,6 +135,7 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         leader_lease_sec: 15,
         static_startup_delay_sec: 0,
         static_capacity: String::new(),
+        catalog_refresh_interval_sec: 0,
     }
 }
 

@@ -263,11 +263,16 @@ async fn interruption_launches_the_replacement_first_and_terminates_after_the_ch
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
     wait_for_workers(&app, "irq", 2, Duration::from_secs(10)).await;
     let workers = live_workers(&app, "irq").await;
-    assert!(workers.iter().all(|w| w["id"] != doomed.as_str()), "{workers:#?}");
+    assert!(
+        workers.iter().all(|w| w["id"] != doomed.as_str()),
+        "{workers:#?}"
+    );
     let steps = events_of(&app, "irq", "reconcile_step").await;
     assert!(
-        steps.iter().any(|e| e["detail"]["step"]["why"] == "interrupted"
-            && e["detail"]["step"]["workers"] == json!([doomed])),
+        steps
+            .iter()
+            .any(|e| e["detail"]["step"]["why"] == "interrupted"
+                && e["detail"]["step"]["workers"] == json!([doomed])),
         "{steps:#?}"
     );
     reconciler.stop().await;
