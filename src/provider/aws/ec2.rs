@@ -66,8 +66,36 @@ pub struct GpuInfo {
 struct Gpu {
     name: Option<String>,
     count: Option<f64>,
+    /// The share of one GPU a fractional type gets (0.125 for g6f.large), whose `count` is 0.
+    #[serde(rename = "gpuPartitionSize")]
+    partition: Option<f64>,
     #[serde(rename = "memoryInfo")]
     memory: Option<MemoryInfo>,
+}
+
+impl Gpu {
+    /// GPUs per instance, fractional for types that get a slice of one: a slice is still
+    /// capacity a scheduler can place work on, and `count` alone would call it none.
+    fn count(&self) -> f64 {
+        match (self.count, self.partition) {
+            (Some(c), _) if c > 0.0 => c,
+            (_, Some(p)) if p > 0.0 && p < 1.0 => p,
+            (c, _) => c.unwrap_or(0.0),
+        }
+    }
+
+    /// Memory of one whole GPU, GiB. EC2 gives a slice's memory for fractional types, so it is
+    /// scaled back up, keeping count × memory equal to what the instance gets.
+    fn memory_gib(&self) -> f64 {
+        let mib = self.memory.as_ref().and_then(|m| m.size_mib).unwrap_or(0.0);
+        let count = self.count();
+        let whole = if count > 0.0 && count < 1.0 {
+            mib / count
+        } else {
+            mib
+        };
+        whole / MIB_PER_GIB
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,12 +144,8 @@ impl InstanceType {
                 .and_then(|m| m.size_mib)
                 .map_or(0.0, |mib| mib / MIB_PER_GIB),
             gpu_model: gpu.as_ref().and_then(|g| non_empty(g.name.clone())),
-            gpu_count: gpu.as_ref().and_then(|g| g.count).unwrap_or(0.0),
-            gpu_memory_gib: gpu
-                .as_ref()
-                .and_then(|g| g.memory.as_ref())
-                .and_then(|m| m.size_mib)
-                .map_or(0.0, |mib| mib / MIB_PER_GIB),
+            gpu_count: gpu.as_ref().map_or(0.0, Gpu::count),
+            gpu_memory_gib: gpu.as_ref().map_or(0.0, Gpu::memory_gib),
             network: self
                 .network
                 .as_ref()
@@ -255,7 +279,7 @@ mod tests {
             .iter()
             .map(InstanceType::has_gpu)
             .collect();
-        assert_eq!(gpu, [true, true, false]);
+        assert_eq!(gpu, [true, true, false, true]);
         let infos: Vec<InstanceTypeInfo> = r
             .instance_types
             .item
@@ -289,6 +313,14 @@ mod tests {
         assert!(!infos[2].rdma);
         assert_eq!(infos[2].local_nvme_gb, Some(0.0));
         assert_eq!(infos[2].network.as_deref(), Some("Up to 10 Gigabit"));
+        assert_eq!(infos[3].instance_type, "g6f.large");
+        assert_eq!(infos[3].gpu_model.as_deref(), Some("L4"));
+        assert_eq!(infos[3].gpu_count, 0.125, "an eighth of an L4");
+        assert_eq!(
+            infos[3].gpu_memory_gib,
+            22888.0 / 1024.0,
+            "the whole L4's memory"
+        );
     }
 
     #[test]
