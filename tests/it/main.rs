@@ -2,6 +2,8 @@
 //! default postgres://postgres@127.0.0.1:5432/postgres) and SQLite files.
 
 mod alibaba_mock;
+mod aws_moto;
+mod aws_wire;
 mod cli;
 mod common;
 mod http_benchmarks;
@@ -13,6 +15,7 @@ mod http_prices;
 mod http_remote_write;
 mod http_surface;
 mod keda_grpc;
+mod moto;
 mod openapi_drift;
 mod reconcile;
 mod replicas;

@@ -1,0 +1,223 @@
+//! The AWS adapter against wiremock answering exactly as AWS documents its Query APIs: the
+//! signature and form parameters of each request, throttling retried with backoff, and an EC2
+//! capacity error read into its typed form.
+
+use std::time::Duration;
+
+use wiremock::matchers::{body_string_contains, method, path};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+use trainscaler::provider::aws::{AwsCredentials, AwsProvider, AwsSettings, Secret, Service};
+use trainscaler::provider::retry::RetryPolicy;
+use trainscaler::provider::{GroupRef, Provider, ProviderError, WorkerState};
+
+const THROTTLING: &str = include_str!("../fixtures/aws/autoscaling_error_throttling.xml");
+const GROUPS: &str = include_str!("../fixtures/aws/autoscaling_describe_auto_scaling_groups.xml");
+const INSTANCES: &str = include_str!("../fixtures/aws/ec2_describe_instances.xml");
+const CAPACITY: &str = include_str!("../fixtures/aws/ec2_error_insufficient_capacity.xml");
+
+const KEY: &str = "AKIDEXAMPLE";
+const TOKEN: &str = "FQoGZXIvYXdzEXAMPLETOKEN";
+
+fn settings(autoscaling: &MockServer, ec2: &MockServer, retries: usize) -> AwsSettings {
+    let mut s = AwsSettings::new(
+        "eu-west-1",
+        AwsCredentials {
+            access_key_id: KEY.into(),
+            secret_access_key: Secret::new("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+            session_token: Some(Secret::new(TOKEN)),
+        },
+    );
+    // Service-specific endpoints, as AWS_ENDPOINT_URL_AUTO_SCALING / _EC2 set them.
+    s.autoscaling_endpoint = Some(autoscaling.uri());
+    s.ec2_endpoint = Some(ec2.uri());
+    s.retry = RetryPolicy {
+        max_retries: retries,
+        min_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(20),
+    };
+    s
+}
+
+fn group() -> GroupRef {
+    GroupRef {
+        pool: "train".into(),
+        region: "eu-west-1".into(),
+        group: "training-g5".into(),
+    }
+}
+
+fn xml(status: u16, body: &str) -> ResponseTemplate {
+    ResponseTemplate::new(status).set_body_raw(body.to_string(), "text/xml")
+}
+
+fn header<'a>(r: &'a Request, name: &str) -> &'a str {
+    r.headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_else(|| panic!("no {name} header"))
+}
+
+fn form(r: &Request) -> Vec<(String, String)> {
+    form_urlencoded::parse(&r.body).into_owned().collect()
+}
+
+fn assert_signed(r: &Request, service: &str) {
+    let auth = header(r, "authorization");
+    let date = header(r, "x-amz-date");
+    assert_eq!(date.len(), 16, "x-amz-date is yyyymmddThhmmssZ: {date}");
+    let prefix = format!(
+        "AWS4-HMAC-SHA256 Credential={KEY}/{}/eu-west-1/{service}/aws4_request, SignedHeaders=",
+        &date[..8]
+    );
+    assert!(auth.starts_with(&prefix), "{auth}");
+    let signed = auth
+        .split_once("SignedHeaders=")
+        .and_then(|(_, rest)| rest.split_once(", Signature="))
+        .expect("SignedHeaders and Signature");
+    for h in ["content-type", "host", "x-amz-date", "x-amz-security-token"] {
+        assert!(signed.0.split(';').any(|s| s == h), "{h} is signed: {auth}");
+    }
+    assert_eq!(signed.1.len(), 64, "hex SHA-256 signature: {auth}");
+    assert_eq!(header(r, "x-amz-security-token"), TOKEN);
+    assert_eq!(
+        header(r, "content-type"),
+        "application/x-www-form-urlencoded; charset=utf-8"
+    );
+}
+
+#[tokio::test]
+async fn aws_throttling_is_retried_with_backoff_and_every_attempt_is_signed_as_documented() {
+    let autoscaling = MockServer::start().await;
+    let ec2 = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/"))
+        .and(body_string_contains("Action=DescribeAutoScalingGroups"))
+        .respond_with(xml(400, THROTTLING))
+        .up_to_n_times(2)
+        .mount(&autoscaling)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/"))
+        .and(body_string_contains("Action=DescribeAutoScalingGroups"))
+        .respond_with(xml(200, GROUPS))
+        .mount(&autoscaling)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/"))
+        .and(body_string_contains("Action=DescribeInstances"))
+        .respond_with(xml(200, INSTANCES))
+        .mount(&ec2)
+        .await;
+
+    let aws = AwsProvider::new(settings(&autoscaling, &ec2, 4)).expect("adapter");
+    let cap = aws
+        .describe(&group())
+        .await
+        .expect("describe after two throttles");
+    assert_eq!((cap.desired, cap.min, cap.max), (3, 0, 8));
+    assert_eq!(cap.workers.len(), 3);
+    assert_eq!(cap.workers[0].state, WorkerState::Running);
+
+    let requests = autoscaling.received_requests().await.expect("recorded");
+    assert_eq!(
+        requests.len(),
+        3,
+        "two throttled attempts and one that passed"
+    );
+    for r in &requests {
+        assert_signed(r, "autoscaling");
+        assert_eq!(
+            form(r),
+            [
+                (
+                    "Action".to_string(),
+                    "DescribeAutoScalingGroups".to_string()
+                ),
+                ("Version".into(), "2011-01-01".into()),
+                (
+                    "AutoScalingGroupNames.member.1".into(),
+                    "training-g5".into()
+                ),
+            ]
+        );
+    }
+
+    let ec2_requests = ec2.received_requests().await.expect("recorded");
+    assert_eq!(
+        ec2_requests.len(),
+        1,
+        "one DescribeInstances for all instances"
+    );
+    assert_signed(&ec2_requests[0], "ec2");
+    assert_eq!(
+        form(&ec2_requests[0]),
+        [
+            ("Action".to_string(), "DescribeInstances".to_string()),
+            ("Version".into(), "2016-11-15".into()),
+            ("InstanceId.1".into(), "i-0598c7d356eba48d7".into()),
+            ("InstanceId.2".into(), "i-1234567890abcdef0".into()),
+            ("InstanceId.3".into(), "i-0fedcba9876543210".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn aws_throttling_that_never_ends_is_reported_as_throttled_when_retries_run_out() {
+    let autoscaling = MockServer::start().await;
+    let ec2 = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(xml(400, THROTTLING))
+        .mount(&autoscaling)
+        .await;
+
+    let aws = AwsProvider::new(settings(&autoscaling, &ec2, 2)).expect("adapter");
+    let err = aws.describe(&group()).await.expect_err("still throttled");
+    assert!(
+        matches!(err, ProviderError::Throttled(ref m) if m.contains("Rate exceeded")),
+        "{err:?}"
+    );
+    let requests = autoscaling.received_requests().await.expect("recorded");
+    assert_eq!(requests.len(), 3, "the first attempt and two retries");
+}
+
+#[tokio::test]
+async fn aws_insufficient_instance_capacity_from_ec2_names_the_instance_type_and_zone() {
+    let autoscaling = MockServer::start().await;
+    let ec2 = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(xml(500, CAPACITY))
+        .mount(&ec2)
+        .await;
+
+    let aws = AwsProvider::new(settings(&autoscaling, &ec2, 2)).expect("adapter");
+    let err = aws
+        .call(
+            Service::Ec2,
+            "RunInstances",
+            &[
+                ("ImageId", "ami-0abcdef1234567890"),
+                ("InstanceType", "p4d.24xlarge"),
+                ("MinCount", "1"),
+                ("MaxCount", "1"),
+            ],
+        )
+        .await
+        .expect_err("no capacity");
+    match err {
+        ProviderError::InsufficientCapacity {
+            instance_type,
+            zone,
+            ..
+        } => {
+            assert_eq!(instance_type.as_deref(), Some("p4d.24xlarge"));
+            assert_eq!(zone.as_deref(), Some("us-east-1b"));
+        }
+        other => panic!("expected InsufficientCapacity, got {other:?}"),
+    }
+    assert_eq!(
+        ec2.received_requests().await.expect("recorded").len(),
+        1,
+        "capacity errors are not retried"
+    );
+}
