@@ -7,7 +7,8 @@ use serde::Deserialize;
 use crate::provider::ProviderError;
 
 /// One error as AWS reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, thiserror::Error)]
+#[error("{code}: {message} (HTTP {status})")]
 pub struct AwsError {
     pub status: u16,
     pub code: String,
@@ -93,7 +94,9 @@ pub fn map_error(e: &AwsError) -> ProviderError {
         | "ThrottlingException"
         | "RequestLimitExceeded"
         | "TooManyRequestsException" => ProviderError::Throttled(text),
-        "ServiceUnavailable" | "Unavailable" if e.status == 503 => ProviderError::Throttled(text),
+        // Both say the service is overloaded for the moment (AWS sends them with HTTP 503);
+        // backing off is what helps.
+        "ServiceUnavailable" | "Unavailable" => ProviderError::Throttled(text),
         "AuthFailure"
         | "InvalidClientTokenId"
         | "SignatureDoesNotMatch"
