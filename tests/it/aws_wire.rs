@@ -7,6 +7,7 @@ use std::time::Duration;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
+use trainscaler::core::catalog::Market;
 use trainscaler::provider::aws::{AwsCredentials, AwsProvider, AwsSettings, Secret, Service};
 use trainscaler::provider::retry::RetryPolicy;
 use trainscaler::provider::{GroupRef, Provider, ProviderError, WorkerState};
@@ -14,6 +15,7 @@ use trainscaler::provider::{GroupRef, Provider, ProviderError, WorkerState};
 const THROTTLING: &str = include_str!("../fixtures/aws/autoscaling_error_throttling.xml");
 const GROUPS: &str = include_str!("../fixtures/aws/autoscaling_describe_auto_scaling_groups.xml");
 const INSTANCES: &str = include_str!("../fixtures/aws/ec2_describe_instances.xml");
+const GONE: &str = include_str!("../fixtures/aws/ec2_error_instance_not_found.xml");
 const CAPACITY: &str = include_str!("../fixtures/aws/ec2_error_insufficient_capacity.xml");
 
 const KEY: &str = "AKIDEXAMPLE";
@@ -219,5 +221,46 @@ async fn aws_insufficient_instance_capacity_from_ec2_names_the_instance_type_and
         ec2.received_requests().await.expect("recorded").len(),
         1,
         "capacity errors are not retried"
+    );
+}
+
+#[tokio::test]
+async fn aws_an_instance_already_gone_from_ec2_does_not_fail_the_describe() {
+    let autoscaling = MockServer::start().await;
+    let ec2 = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(xml(200, GROUPS))
+        .mount(&autoscaling)
+        .await;
+    // Naming an unknown instance fails the whole DescribeInstances; a filter does not.
+    Mock::given(method("POST"))
+        .and(body_string_contains("InstanceId.1="))
+        .respond_with(xml(400, GONE))
+        .mount(&ec2)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("Filter.1.Name=instance-id"))
+        .respond_with(xml(200, INSTANCES))
+        .mount(&ec2)
+        .await;
+
+    let aws = AwsProvider::new(settings(&autoscaling, &ec2, 2)).expect("adapter");
+    let cap = aws.describe(&group()).await.expect("describe");
+    assert_eq!(cap.workers.len(), 3);
+    assert_eq!(cap.workers[0].market, Market::Spot);
+    assert_eq!(
+        cap.workers[2].launched_at_ms, None,
+        "an instance EC2 no longer knows has no launch time"
+    );
+    let requests = ec2.received_requests().await.expect("recorded");
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        form(&requests[1])[2..],
+        [
+            ("Filter.1.Name".to_string(), "instance-id".to_string()),
+            ("Filter.1.Value.1".into(), "i-0598c7d356eba48d7".into()),
+            ("Filter.1.Value.2".into(), "i-1234567890abcdef0".into()),
+            ("Filter.1.Value.3".into(), "i-0fedcba9876543210".into()),
+        ]
     );
 }
