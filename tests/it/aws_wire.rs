@@ -15,6 +15,8 @@ use trainscaler::provider::{GroupRef, Provider, ProviderError, WorkerState};
 const THROTTLING: &str = include_str!("../fixtures/aws/autoscaling_error_throttling.xml");
 const GROUPS: &str = include_str!("../fixtures/aws/autoscaling_describe_auto_scaling_groups.xml");
 const INSTANCES: &str = include_str!("../fixtures/aws/ec2_describe_instances.xml");
+const TYPES: &str = include_str!("../fixtures/aws/ec2_describe_instance_types.xml");
+const SPOT: &str = include_str!("../fixtures/aws/ec2_describe_spot_price_history.xml");
 const GONE: &str = include_str!("../fixtures/aws/ec2_error_instance_not_found.xml");
 const CAPACITY: &str = include_str!("../fixtures/aws/ec2_error_insufficient_capacity.xml");
 
@@ -263,4 +265,114 @@ async fn aws_an_instance_already_gone_from_ec2_does_not_fail_the_describe() {
             ("Filter.1.Value.3".into(), "i-0fedcba9876543210".into()),
         ]
     );
+}
+
+#[tokio::test]
+async fn aws_refresh_follows_next_tokens_through_every_page() {
+    let autoscaling = MockServer::start().await;
+    let ec2 = MockServer::start().await;
+    let last_types_page = r#"<DescribeInstanceTypesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+    <requestId>b1c2d3e4-example</requestId><instanceTypeSet/></DescribeInstanceTypesResponse>"#;
+    let first_spot_page = r#"<DescribeSpotPriceHistoryResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+    <requestId>c1d2e3f4-example</requestId>
+    <spotPriceHistorySet>
+        <item>
+            <instanceType>g4dn.12xlarge</instanceType>
+            <productDescription>Linux/UNIX</productDescription>
+            <spotPrice>1.500000</spotPrice>
+            <timestamp>2026-01-04T00:00:00.000Z</timestamp>
+            <availabilityZone>us-east-1c</availabilityZone>
+        </item>
+    </spotPriceHistorySet>
+    <nextToken>page2token</nextToken>
+</DescribeSpotPriceHistoryResponse>"#;
+    Mock::given(method("POST"))
+        .and(body_string_contains("Action=DescribeInstanceTypes"))
+        .and(body_string_contains("NextToken=AAEAAbXgexample"))
+        .respond_with(xml(200, last_types_page))
+        .mount(&ec2)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("Action=DescribeInstanceTypes"))
+        .respond_with(xml(200, TYPES))
+        .mount(&ec2)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("Action=DescribeSpotPriceHistory"))
+        .and(body_string_contains("NextToken=page2token"))
+        .respond_with(xml(200, SPOT))
+        .mount(&ec2)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("Action=DescribeSpotPriceHistory"))
+        .respond_with(xml(200, first_spot_page))
+        .mount(&ec2)
+        .await;
+
+    let aws = AwsProvider::new(settings(&autoscaling, &ec2, 2)).expect("adapter");
+    // 2026-01-01T00:00:00Z
+    let refresh = aws
+        .refresh("eu-west-1", &[], 1_767_225_600_000)
+        .await
+        .expect("refresh");
+    let types: Vec<&str> = refresh
+        .types
+        .iter()
+        .map(|t| t.instance_type.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        ["g4dn.12xlarge", "g6f.large", "p4d.24xlarge"],
+        "GPU types only"
+    );
+    let zones: Vec<(&str, Option<&str>)> = refresh
+        .prices
+        .iter()
+        .map(|q| (q.instance_type.as_str(), q.zone.as_deref()))
+        .collect();
+    assert_eq!(
+        zones,
+        [
+            ("g4dn.12xlarge", Some("us-east-1a")),
+            ("g4dn.12xlarge", Some("us-east-1b")),
+            ("g4dn.12xlarge", Some("us-east-1c")),
+            ("p4d.24xlarge", Some("us-east-1a")),
+        ],
+        "quotes from both pages"
+    );
+
+    let requests = ec2.received_requests().await.expect("recorded");
+    let forms: Vec<Vec<(String, String)>> = requests.iter().map(form).collect();
+    assert_eq!(forms.len(), 4, "two pages of types, two of prices");
+    assert_eq!(
+        forms[0][2..],
+        [("MaxResults".to_string(), "100".to_string())]
+    );
+    assert_eq!(
+        forms[1][2..],
+        [
+            ("MaxResults".to_string(), "100".to_string()),
+            ("NextToken".into(), "AAEAAbXgexample".into()),
+        ]
+    );
+    let spot: Vec<(String, String)> = [
+        ("Action", "DescribeSpotPriceHistory"),
+        ("Version", "2016-11-15"),
+        ("InstanceType.1", "g4dn.12xlarge"),
+        ("InstanceType.2", "g6f.large"),
+        ("InstanceType.3", "p4d.24xlarge"),
+        ("ProductDescription.1", "Linux/UNIX"),
+        ("StartTime", "2026-01-01T00:00:00Z"),
+        ("MaxResults", "1000"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(forms[2], spot);
+    let mut second = spot.clone();
+    second.push(("NextToken".into(), "page2token".into()));
+    assert_eq!(forms[3], second);
+    for r in &requests {
+        assert_signed(r, "ec2");
+    }
 }
