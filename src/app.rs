@@ -16,6 +16,7 @@ use crate::config::{Config, ServeConfig};
 use crate::ingest::remote_write::LabelMapping;
 use crate::provider::Provider;
 use crate::provider::alibaba::{AlibabaProvider, AlibabaSettings};
+use crate::provider::aws::{AwsProvider, AwsSettings};
 use crate::provider::metered::Metered;
 use crate::provider::registry::Providers;
 use crate::provider::static_provider::{StaticProvider, StaticSettings};
@@ -145,9 +146,16 @@ pub fn providers_from_env(state: &AppState, serve: &ServeConfig) -> anyhow::Resu
         )),
         None => None,
     };
+    let aws = match AwsSettings::from_env() {
+        Some(settings) => Some(metered(
+            state,
+            Arc::new(AwsProvider::new(settings).context("AWS provider")?),
+        )),
+        None => None,
+    };
     Ok(Providers {
         static_provider: metered(state, Arc::new(static_provider)),
-        aws: None,
+        aws,
         alibaba,
     })
 }

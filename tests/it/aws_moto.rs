@@ -20,7 +20,7 @@ const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
 /// An image moto knows in every region.
 const IMAGE: &str = "ami-12c6146b";
 
-fn provider(url: &str, key: &str, secret: &str) -> AwsProvider {
+pub(crate) fn provider(url: &str, key: &str, secret: &str) -> AwsProvider {
     let mut settings = AwsSettings::new(
         REGION,
         AwsCredentials {
@@ -46,7 +46,7 @@ fn group_ref(name: &str) -> GroupRef {
     }
 }
 
-fn distribution(base: u32, percent: u32, types: &[&str]) -> Distribution {
+pub(crate) fn distribution(base: u32, percent: u32, types: &[&str]) -> Distribution {
     Distribution {
         on_demand_base: base,
         on_demand_percentage_above_base: percent,
@@ -66,7 +66,7 @@ fn spec(desired: u32, max: u32, distribution: Distribution) -> CapacitySpec {
 
 /// A launch template and a group launching from it with a mixed-instances policy, made with
 /// the adapter's own signed calls. The group starts empty.
-async fn create_group(aws: &AwsProvider, name: &str, max: u32, d: &Distribution) {
+pub(crate) async fn create_group(aws: &AwsProvider, name: &str, max: u32, d: &Distribution) {
     let first = d.instance_types.first().cloned().unwrap_or_default();
     let template = format!("{name}-lt");
     aws.call(

@@ -207,6 +207,15 @@ impl TestApp {
         }
     }
 
+    /// Starts a reconciler on this server with these adapters.
+    pub fn start_reconciler_with(
+        &self,
+        replica: &str,
+        providers: trainscaler::provider::registry::Providers,
+    ) -> app::ReconcilerHandle {
+        app::start_reconciler_named(&self.state, &self.serve, providers, replica.to_string())
+    }
+
     /// Starts a reconciler on this server with the static provider `serve` configures,
     /// named `replica` in the events it records.
     pub fn start_reconciler(&self, replica: &str) -> app::ReconcilerHandle {

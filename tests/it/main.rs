@@ -18,6 +18,7 @@ mod keda_grpc;
 mod moto;
 mod openapi_drift;
 mod reconcile;
+mod reconcile_aws;
 mod replicas;
 mod scale_properties;
 mod select_cases;
