@@ -1,4 +1,5 @@
-//! The `trainscaler` command: `serve` (default), `migrate`, `catalog import`, `openapi`.
+//! The `trainscaler` command: `serve` (default), `migrate`, `catalog import`, `catalog
+//! refresh`, `openapi`.
 
 use std::path::PathBuf;
 
@@ -54,6 +55,18 @@ enum CatalogCommand {
         /// The catalog file.
         file: PathBuf,
     },
+    /// Ask a cloud for a region's GPU instance types and prices and import them (AWS or
+    /// Alibaba Cloud credentials from the environment).
+    Refresh {
+        /// `aws` or `alibaba`.
+        #[arg(long)]
+        provider: String,
+        #[arg(long)]
+        region: String,
+        /// Only these types (repeat the flag); default every GPU type of the region.
+        #[arg(long = "instance-type")]
+        instance_types: Vec<String>,
+    },
 }
 
 #[tokio::main]
@@ -75,6 +88,11 @@ async fn main() -> anyhow::Result<()> {
             observed_at,
             file,
         })) => import(&config, format, &provider, observed_at.as_deref(), &file).await,
+        Some(Command::Catalog(CatalogCommand::Refresh {
+            provider,
+            region,
+            instance_types,
+        })) => refresh(&config, &provider, &region, &instance_types).await,
         Some(Command::Openapi) => {
             println!("{}", trainscaler::api::openapi().to_pretty_json()?);
             Ok(())
@@ -148,6 +166,42 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
     if let Some(r) = reconciler {
         r.stop().await;
     }
+    Ok(())
+}
+
+async fn refresh(
+    config: &Config,
+    provider: &str,
+    region: &str,
+    instance_types: &[String],
+) -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use trainscaler::provider::Provider;
+    use trainscaler::provider::alibaba::{AlibabaProvider, AlibabaSettings};
+    use trainscaler::provider::aws::{AwsProvider, AwsSettings};
+    let adapter: Arc<dyn Provider> = match provider {
+        "aws" => Arc::new(AwsProvider::new(AwsSettings::from_env().context(
+            "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+        )?)?),
+        "alibaba" => Arc::new(AlibabaProvider::new(AlibabaSettings::from_env().context(
+            "no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+        )?)?),
+        other => anyhow::bail!("--provider must be aws or alibaba, not `{other}`"),
+    };
+    let store = app::open_store(config).await?;
+    let cache = trainscaler::snapshot::CatalogCache::default();
+    cache.reload(&store).await?;
+    let catalog = cache.get().context("the catalog did not load")?;
+    let report = trainscaler::provider::refresh::refresh_region(
+        &store,
+        &catalog,
+        &*adapter,
+        region,
+        instance_types,
+        now_ms(),
+    )
+    .await?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
 

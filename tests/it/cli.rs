@@ -198,3 +198,45 @@ async fn serve_with_no_configuration_answers_from_the_bundled_catalog() {
     assert!(providers.len() >= 3, "{providers:?}");
     assert!(dir.path().join("data/trainscaler.db").exists());
 }
+
+/// `catalog refresh` asks the cloud (moto here) for a region's types and spot prices and
+/// imports them; a second run adds no offering; without credentials it says which to set.
+#[tokio::test]
+async fn catalog_refresh_imports_a_region_from_the_cloud() {
+    let moto = crate::moto::shared();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let run = |with_credentials: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_trainscaler"));
+        cmd.args([
+            "catalog",
+            "refresh",
+            "--provider",
+            "aws",
+            "--region",
+            "us-east-1",
+            "--instance-type",
+            "g4dn.12xlarge",
+        ])
+        .env("DATABASE_URL", &db.url)
+        .env("TRAINSCALER_LOG", "warn")
+        .env("AWS_ENDPOINT_URL", &moto.url)
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY");
+        if with_credentials {
+            cmd.env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test");
+        }
+        cmd.output().expect("run trainscaler")
+    };
+    let first = report(&run(true));
+    // One region-wide offering plus one per zone moto quotes a spot price in.
+    assert!(first["offerings_added"].as_u64().unwrap() >= 2, "{first}");
+    assert!(first["prices_appended"].as_u64().unwrap() >= 1, "{first}");
+    let again = report(&run(true));
+    assert_eq!(again["offerings_added"], 0, "{again}");
+    let out = run(false);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("AWS_ACCESS_KEY_ID"), "{stderr}");
+}
