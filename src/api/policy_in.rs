@@ -32,8 +32,10 @@ pub enum ModeName {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyIn {
-    /// A provider of the catalog (`aws`, `alibaba`, `gcp`, ...), or `static` for workers
-    /// that trainscaler simulates itself (priced from any provider's catalog).
+    /// A provider of the catalog (`aws`, `alibaba`, `gcp`, ...), or `static` (the default)
+    /// for workers that trainscaler simulates itself, priced from any provider's catalog.
+    #[serde(default = "default_provider")]
+    #[schema(default = "static")]
     pub provider: String,
     pub region: String,
     /// The cloud group holding the pool's instances (AWS auto scaling group name, Alibaba
@@ -97,6 +99,10 @@ pub struct PolicyIn {
     /// Interruptions per spot worker in the window above which replacements go on-demand
     /// (default 0.2).
     pub max_interruption_rate: Option<f64>,
+}
+
+fn default_provider() -> String {
+    STATIC_PROVIDER.to_string()
 }
 
 /// Providers with an adapter that drives cloud groups.

@@ -12,9 +12,9 @@ use crate::common::{Backend, TestApp, TestDb, serve_config};
 use crate::http_pools::{create_pool, rfc3339_ago, samples};
 use crate::on_both_backends;
 
+/// No `provider`: the static provider is the default binding.
 fn static_policy() -> Value {
     json!({
-        "provider": "static",
         "region": "us-east-1",
         "instance_types": ["g4dn.12xlarge", "g5.12xlarge"],
         "max_workers": 4,
@@ -95,6 +95,9 @@ async fn static_pool_follows_the_queue_up_and_back_to_zero(backend: Backend) {
     let app = reconciling_app(Arc::new(TestDb::new(backend).await), "", 15).await;
     let reconciler = app.start_reconciler("r1");
     create_pool(&app, "follow", &static_policy()).await;
+    let pool = app.get_json("/v1/pools/follow").await;
+    assert_eq!(pool["policy"]["provider"], "static", "{pool:#}");
+    assert_eq!(pool["policy"]["actuation"], "act", "{pool:#}");
     queue(&app, "follow", 3, 0).await;
     wait_for_workers(&app, "follow", 3, Duration::from_secs(15)).await;
 
