@@ -8,8 +8,10 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use trainscaler::catalog::bundled::bundled_snapshot;
+use trainscaler::core::capacity::{Capacity, CloudWorker, WorkerState};
 use trainscaler::core::catalog::Market;
 use trainscaler::core::policy::Policy;
+use trainscaler::core::reconcile::{PlanInput, plan, spec_for};
 use trainscaler::core::scale::{PoolState, Worker};
 use trainscaler::fleet::decision::run;
 use trainscaler::store::{DecisionRead, LatestSignal, PoolRow};
@@ -93,6 +95,41 @@ fn pool_decision(c: &mut Criterion) {
         let r = read(n);
         group.bench_function(format!("queue_mode_{n}_workers"), |b| {
             b.iter(|| black_box(run(black_box(&r), &catalog, NOW)))
+        });
+        // The reconciler's planning on top of the decision: a group that already matches
+        // (the common pass) costs only the comparison.
+        let (_, answer) = run(&r, &catalog, NOW);
+        let spec = spec_for(&r.pool.policy, &answer.decision, &[]);
+        let capacity = Capacity {
+            desired: spec.desired,
+            min: spec.min,
+            max: spec.max,
+            distribution: Some(spec.distribution.clone()),
+            workers: r
+                .workers
+                .iter()
+                .map(|w| CloudWorker {
+                    id: w.id.clone(),
+                    instance_type: w.instance_type.clone(),
+                    market: w.market,
+                    zone: w.zone.clone(),
+                    state: WorkerState::Running,
+                    launched_at_ms: Some(w.started_at_ms),
+                })
+                .collect(),
+        };
+        group.bench_function(format!("reconcile_plan_{n}_workers"), |b| {
+            b.iter(|| {
+                black_box(plan(&PlanInput {
+                    policy: &r.pool.policy,
+                    decision: &answer.decision,
+                    capacity: &capacity,
+                    workers: &r.workers,
+                    checkpoints: &[],
+                    now_ms: NOW,
+                    per_target: false,
+                }))
+            })
         });
     }
     group.finish();
