@@ -14,6 +14,7 @@ pub mod metered;
 pub mod refresh;
 pub mod registry;
 pub mod retry;
+pub mod secret;
 pub mod static_provider;
 
 use async_trait::async_trait;

@@ -132,32 +132,29 @@ impl Provider for StaticProvider {
                 .count() as u32
         };
         // Check every type first: a launch that cannot be completed launches nothing.
-        let mut launches = Vec::new();
+        let mut launches: Vec<(&super::Target, u32)> = Vec::new();
+        let mut of_type: HashMap<&str, u32> = HashMap::new();
+        for w in &live {
+            *of_type.entry(w.instance_type.as_str()).or_default() += 1;
+        }
         for t in &spec.targets {
             let missing = t.count.saturating_sub(count_of(&t.instance_type, t.market));
             if missing == 0 {
                 continue;
             }
-            if let Some(limit) = self.settings.capacity.get(&t.instance_type) {
-                let of_type = live
-                    .iter()
-                    .filter(|w| w.instance_type == t.instance_type)
-                    .count() as u32;
-                let planned: u32 = launches
-                    .iter()
-                    .filter(|(tt, _): &&(&super::Target, u32)| tt.instance_type == t.instance_type)
-                    .map(|(_, n)| *n)
-                    .sum();
-                if of_type + planned + missing > *limit {
-                    return Err(ProviderError::InsufficientCapacity {
-                        instance_type: Some(t.instance_type.clone()),
-                        zone: t.zones.first().cloned(),
-                        message: format!(
-                            "the static provider holds at most {limit} {} per pool",
-                            t.instance_type
-                        ),
-                    });
-                }
+            let total = of_type.entry(t.instance_type.as_str()).or_default();
+            *total += missing;
+            if let Some(limit) = self.settings.capacity.get(&t.instance_type)
+                && *total > *limit
+            {
+                return Err(ProviderError::InsufficientCapacity {
+                    instance_type: Some(t.instance_type.clone()),
+                    zone: t.zones.first().cloned(),
+                    message: format!(
+                        "the static provider holds at most {limit} {} per pool",
+                        t.instance_type
+                    ),
+                });
             }
             launches.push((t, missing));
         }

@@ -82,7 +82,8 @@ async fn events_of(app: &TestApp, pool: &str, kind: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn queue(app: &TestApp, pool: &str, waiting: u32, running: u32) {
+/// Posts the pool's waiting and running job counts as of now.
+pub(crate) async fn queue(app: &TestApp, pool: &str, waiting: u32, running: u32) {
     samples(
         app,
         json!([{"pool": pool, "name": "queue_depth", "value": waiting, "at": rfc3339_ago(0)},

@@ -13,17 +13,9 @@ use trainscaler::provider::{GroupRef, Provider};
 
 use crate::aws_moto::{create_group, distribution, provider};
 use crate::common::{Backend, TestApp, TestDb, serve_config};
-use crate::http_pools::{create_pool, decide, rfc3339_ago, samples};
+use crate::http_pools::{create_pool, decide};
 use crate::moto;
-
-async fn queue(app: &TestApp, pool: &str, waiting: u32, running: u32) {
-    samples(
-        app,
-        json!([{"pool": pool, "name": "queue_depth", "value": waiting, "at": rfc3339_ago(0)},
-               {"pool": pool, "name": "running_jobs", "value": running, "at": rfc3339_ago(0)}]),
-    )
-    .await;
-}
+use crate::reconcile::queue;
 
 /// Waits until the group in moto has `n` instances and desired capacity `n`.
 async fn wait_for_group(

@@ -1,8 +1,6 @@
 //! How the Alibaba Cloud adapter is configured: an AccessKey pair, a default region, an optional
 //! endpoint override (the mock in tests), and the shared HTTP and retry limits.
 
-use std::fmt;
-
 use crate::provider::http::HttpSettings;
 use crate::provider::retry::RetryPolicy;
 
@@ -14,26 +12,7 @@ pub const ENV_ACCESS_KEY_SECRET: &str = "ALIBABA_CLOUD_ACCESS_KEY_SECRET";
 pub const ENV_REGION_ID: &str = "ALIBABA_CLOUD_REGION_ID";
 pub const ENV_ENDPOINT_URL: &str = "ALIBABA_CLOUD_ENDPOINT_URL";
 
-/// The AccessKey secret. Its `Debug` prints a placeholder so that settings can be logged.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for the signer only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
+pub use crate::provider::secret::Secret;
 
 /// An AccessKey pair of an Alibaba Cloud account or RAM user.
 #[derive(Debug, Clone, PartialEq, Eq)]

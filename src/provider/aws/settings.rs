@@ -5,34 +5,13 @@
 //! Only static keys are read (access key, secret, optional session token). Shared profile
 //! files, instance profiles (IMDS), ECS task roles and IRSA web identity are not supported.
 
-use std::fmt;
-
 use crate::provider::http::HttpSettings;
 use crate::provider::retry::RetryPolicy;
 
 /// The region used when neither `AWS_REGION` nor `AWS_DEFAULT_REGION` is set, as the CLI does.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-/// A secret string whose `Debug` and `Display` never show the value, so settings can be logged.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The value itself, for the signer only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
+pub use crate::provider::secret::Secret;
 
 /// Static AWS credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
