@@ -110,7 +110,7 @@ pub struct ServeConfig {
     pub leader_lease_sec: u64,
 
     /// Seconds between refreshes of instance types and prices from the clouds of pools bound
-    /// to a cloud group (by the reconciler's leader; the first at start); 0 never.
+    /// to a cloud group (by the reconciler's leader, first when it becomes leader); 0 never.
     #[arg(
         long,
         env = "TRAINSCALER_CATALOG_REFRESH_INTERVAL_SEC",

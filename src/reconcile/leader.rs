@@ -19,11 +19,8 @@ use std::time::Duration;
 use sqlx::{Connection, PgConnection};
 use tokio::sync::watch;
 
+use crate::store::LEADER_LOCK_KEY;
 use crate::store::Store;
-
-/// Advisory lock key: the first eight bytes of "trainscaler-reconciler" as a number, so that
-/// it does not collide with keys other applications on the same database pick.
-pub const LEADER_LOCK_KEY: i64 = 0x7472_6169_6e73_6361;
 
 /// Holds or waits for the lease until `shutdown` turns true; `leader` tells whether this
 /// process leads right now.

@@ -76,7 +76,12 @@ impl Reconciler {
                     if changed.is_err() { return; }
                     let leads = *leader.borrow_and_update();
                     self.metrics.reconcile_leader.set(i64::from(leads));
-                    if leads { self.pass_all(&leader).await; }
+                    if leads {
+                        if self.settings.catalog_refresh.is_some() {
+                            self.refresh_catalog().await;
+                        }
+                        self.pass_all(&leader).await;
+                    }
                 }
                 pool = dirty.recv() => match pool {
                     Ok(pool) => if leads(&leader) { self.pass_one(&pool, &leader).await; },
@@ -120,6 +125,7 @@ impl Reconciler {
                 return;
             };
             let types: Vec<String> = types.into_iter().collect();
+
             match refresh_region(&self.store, &catalog, &*provider, &region, &types, now_ms()).await
             {
                 Ok(report) => {

@@ -23,6 +23,10 @@ pub const ACTIVITY_CHANNEL: &str = "trainscaler_activity";
 
 /// Serialises catalog imports and seeding across replicas (an arbitrary constant key).
 const CATALOG_LOCK_KEY: i64 = 0x7472_6169_6e73_6361; // "trainsca"
+/// The reconciler's leader lease (a session lock held for as long as a replica leads). Kept
+/// beside the catalog's key because one key for both would block every catalog write while a
+/// leader exists.
+pub const LEADER_LOCK_KEY: i64 = 0x7265_636f_6e63_696c; // "reconcil"
 
 /// The decision read, as text, so the locking variant can append to it.
 macro_rules! pool_read_sql {

@@ -78,6 +78,7 @@ async fn aws_pool_bound_to_an_auto_scaling_group_follows_the_queue_to_three_and_
 
     let mut serve = serve_config(false);
     serve.reconcile_interval_sec = 1;
+    serve.catalog_refresh_interval_sec = 1;
     let app = TestApp::spawn_with(Arc::new(TestDb::new(Backend::Postgres).await), serve).await;
     let aws: Arc<dyn Provider> = Arc::new(provider(&moto.url, "test", "test"));
     let providers = Providers {
@@ -168,6 +169,16 @@ async fn aws_pool_bound_to_an_auto_scaling_group_follows_the_queue_to_three_and_
             r#"trainscaler_provider_calls_total{provider="aws",method="set_capacity",outcome="ok"}"#
         ),
         "{metrics}"
+    );
+    // The leader refreshes the pool's types from the group's region (every second here).
+    let g4 = app.get_json("/v1/offerings/aws/g4dn.12xlarge").await;
+    assert!(
+        g4["price_history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["source"] == "aws-api" && p["market"] == "spot"),
+        "spot prices from DescribeSpotPriceHistory: {g4:#}"
     );
     reconciler.stop().await;
 }
