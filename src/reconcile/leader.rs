@@ -1,20 +1,24 @@
 //! Which replica may change cloud capacity: the holder of a leader lease.
 //!
 //! On PostgreSQL the lease is a session advisory lock (`pg_try_advisory_lock`) on a
-//! connection of its own, outside the pool, so that it lives and dies with that session:
+//! connection of its own, outside the pool, so that it lives and dies with that session. Time
+//! is counted in beats of a quarter of the lease:
 //!
-//! - the leader renews it every third of the lease with a round trip; a renewal that fails or
-//!   takes longer than a third of the lease makes it step down at once and drop the session;
-//! - the session is opened with `idle_session_timeout` set to the lease, so the server ends a
-//!   leader's session that stops renewing (hung process, lost network) within the lease, and
-//!   the lock with it; a leader that exits or crashes closes the session sooner;
-//! - the others try to take the lock every third of the lease, so one of them leads within
-//!   about a lease of the old leader going silent, and at once after it exits.
+//! - the leader renews every beat with a round trip; a renewal that fails or takes longer than
+//!   a beat makes it step down at once and drop the session. So a leader whose session ended
+//!   knows within two beats;
+//! - a replica that takes the lock waits two beats and a little more (renewing meanwhile)
+//!   before it acts, so the one that held it before has stepped down by then, even if the
+//!   server ended its session a moment before the lock changed hands;
+//! - the session runs with `idle_session_timeout` set to the lease, so the server ends the
+//!   session of a leader that stops renewing (hung process, lost network) and frees the lock;
+//!   a leader that exits or crashes closes its session at once;
+//! - the others try to take the lock every beat, so after a crash one of them acts within
+//!   three beats and a little more: inside the lease.
 //!
-//! A replica that lost its session stops acting before the server frees the lock, so two
-//! replicas never act at once. On SQLite the one process that owns the file leads.
+//! On SQLite the one process that owns the file leads.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::{Connection, PgConnection};
 use tokio::sync::watch;
@@ -36,7 +40,9 @@ pub async fn hold_lease(
         let _ = leader.send(false);
         return;
     };
-    let beat = (lease / 3).max(Duration::from_millis(100));
+    let beat = (lease / 4).max(Duration::from_millis(100));
+    // The previous holder's own renewal has failed by then.
+    let grace = beat * 2 + Duration::from_millis(100);
     let options = pg.pool().connect_options().as_ref().clone();
     loop {
         let session = async {
@@ -75,11 +81,15 @@ pub async fn hold_lease(
             .await;
             match acquired {
                 Ok(Ok(true)) => {
-                    tracing::info!("leader lease acquired: this replica reconciles");
-                    let _ = leader.send(true);
-                    let stopped = renew(&mut conn, beat, &mut shutdown).await;
-                    let _ = leader.send(false);
-                    if stopped {
+                    let mut held =
+                        renew(&mut conn, beat, Some(Instant::now() + grace), &mut shutdown).await;
+                    if held == Renewal::Held {
+                        tracing::info!("leader lease acquired: this replica reconciles");
+                        let _ = leader.send(true);
+                        held = renew(&mut conn, beat, None, &mut shutdown).await;
+                        let _ = leader.send(false);
+                    }
+                    if held == Renewal::Stopped {
                         let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
                             .bind(LEADER_LOCK_KEY)
                             .execute(&mut conn)
@@ -114,19 +124,37 @@ pub async fn hold_lease(
     }
 }
 
-/// Renews until a renewal fails (`false`) or shutdown is asked for (`true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewal {
+    /// Renewed until the deadline.
+    Held,
+    /// A renewal failed or took longer than a beat.
+    Lost,
+    /// Shutdown was asked for.
+    Stopped,
+}
+
+/// Renews every beat until `until` (or for ever), a renewal fails, or shutdown.
 async fn renew(
     conn: &mut PgConnection,
     beat: Duration,
+    until: Option<Instant>,
     shutdown: &mut watch::Receiver<bool>,
-) -> bool {
+) -> Renewal {
     loop {
-        if sleep_or_stop(beat, shutdown).await {
-            return true;
+        let wait = match until {
+            Some(end) => match end.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left.min(beat),
+                _ => return Renewal::Held,
+            },
+            None => beat,
+        };
+        if sleep_or_stop(wait, shutdown).await {
+            return Renewal::Stopped;
         }
         let ok = tokio::time::timeout(beat, sqlx::query("SELECT 1").execute(&mut *conn)).await;
         if !matches!(ok, Ok(Ok(_))) {
-            return false;
+            return Renewal::Lost;
         }
     }
 }

@@ -360,3 +360,58 @@ async fn two_replicas_one_acts_and_the_other_takes_over() {
     );
     follower.stop().await;
 }
+
+/// A leader whose database session is cut (the server ends it, as `idle_session_timeout`
+/// would for a silent leader) stops leading at its next renewal, and the other replica takes
+/// the lease: never two leaders at once.
+#[tokio::test]
+async fn a_leader_that_loses_its_session_steps_down_and_the_other_leads() {
+    use trainscaler::reconcile::leader::hold_lease;
+    use trainscaler::store::{LEADER_LOCK_KEY, Store};
+    const LEASE: Duration = Duration::from_millis(1500);
+    let db = TestDb::new(Backend::Postgres).await;
+    let store = Store::connect(&db.url).await.expect("connect");
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let (a_tx, a) = tokio::sync::watch::channel(false);
+    let (b_tx, b) = tokio::sync::watch::channel(false);
+    tokio::spawn(hold_lease(store.clone(), LEASE, a_tx, stop.clone()));
+    let start = Instant::now();
+    while !*a.borrow() {
+        assert!(start.elapsed() < Duration::from_secs(5), "a never led");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::spawn(hold_lease(store.clone(), LEASE, b_tx, stop.clone()));
+    tokio::time::sleep(LEASE).await;
+    assert!(*a.borrow() && !*b.borrow(), "b waits while a renews");
+
+    // The server ends a's session: the lock goes with it.
+    let Store::Postgres(pg) = &store else {
+        unreachable!()
+    };
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.granted
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND ((l.classid::bigint << 32) | l.objid::bigint) = $1",
+    )
+    .bind(LEADER_LOCK_KEY)
+    .fetch_all(pg.pool())
+    .await
+    .expect("end the leader's session");
+    assert_eq!(ended, vec![true], "exactly one session held the lease");
+    let cut = Instant::now();
+    loop {
+        let (la, lb) = (*a.borrow(), *b.borrow());
+        assert!(!(la && lb), "two leaders at once");
+        if !la && lb {
+            break;
+        }
+        assert!(
+            cut.elapsed() < LEASE * 2,
+            "no hand-over within two leases: a={la} b={lb}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!("hand-over after the session was cut: {:?}", cut.elapsed());
+    let _ = stop_tx.send(true);
+}
