@@ -67,3 +67,13 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
         decrement: bool,
     ) -> ProviderResult<()>;
 }
+
+/// An environment for settings readers' tests, without touching the process's own.
+#[cfg(test)]
+pub(crate) fn test_env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    let map: std::collections::HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |name| map.get(name).cloned()
+}

@@ -193,6 +193,33 @@ macro_rules! decision_read_from_row {
 macro_rules! pool_sql {
     ($store:ty, $db:ty) => {
         impl $store {
+            /// Logs one event of `pool`, unless it already has one with the event's dedupe
+            /// key; 1 when logged, 0 when a duplicate.
+            async fn insert_event(
+                tx: &mut sqlx::Transaction<'static, $db>,
+                pool: &str,
+                e: &$crate::store::NewEvent,
+                now_ms: i64,
+            ) -> $crate::store::StoreResult<u64> {
+                Ok(sqlx::query(
+                    "INSERT INTO pool_events (pool, at_ms, kind, worker, instance_type, zone, detail, dedupe_key, recorded_at_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     ON CONFLICT (pool, dedupe_key) DO NOTHING",
+                )
+                .bind(pool)
+                .bind(e.at_ms)
+                .bind(e.kind)
+                .bind(&e.worker)
+                .bind(&e.instance_type)
+                .bind(&e.zone)
+                .bind(e.detail.to_string())
+                .bind(&e.dedupe_key)
+                .bind(now_ms)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected())
+            }
+
             /// Creates or replaces a pool's policy; `true` when it was created. Replacing keeps
             /// the decision state and restarts the idle clock.
             pub async fn put_pool(
@@ -409,25 +436,13 @@ macro_rules! pool_sql {
                 now_ms: i64,
             ) -> $crate::store::StoreResult<u64> {
                 let mut tx = self.begin_write().await?;
+                // A pool deleted meanwhile has no log to append to.
+                if sqlx::query("SELECT 1 FROM pools WHERE name = $1").bind(pool).fetch_optional(&mut *tx).await?.is_none() {
+                    return Ok(0);
+                }
                 let mut inserted = 0;
                 for e in events {
-                    inserted += sqlx::query(
-                        "INSERT INTO pool_events (pool, at_ms, kind, worker, instance_type, zone, detail, dedupe_key, recorded_at_ms)
-                         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE EXISTS (SELECT 1 FROM pools WHERE name = $1)
-                         ON CONFLICT (pool, dedupe_key) DO NOTHING",
-                    )
-                    .bind(pool)
-                    .bind(e.at_ms)
-                    .bind(e.kind)
-                    .bind(&e.worker)
-                    .bind(&e.instance_type)
-                    .bind(&e.zone)
-                    .bind(e.detail.to_string())
-                    .bind(&e.dedupe_key)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
+                    inserted += Self::insert_event(&mut tx, pool, e, now_ms).await?;
                 }
                 tx.commit().await?;
                 Ok(inserted)
@@ -646,23 +661,16 @@ macro_rules! pool_sql {
                             n.at_ms
                         )
                     });
-                    let inserted = sqlx::query(
-                        "INSERT INTO pool_events (pool, at_ms, kind, worker, instance_type, zone, detail, dedupe_key, recorded_at_ms)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                         ON CONFLICT (pool, dedupe_key) DO NOTHING",
-                    )
-                    .bind(&pool)
-                    .bind(n.at_ms)
-                    .bind(n.kind)
-                    .bind(&n.worker)
-                    .bind(&instance_type)
-                    .bind(&zone)
-                    .bind(n.detail.to_string())
-                    .bind(&key)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
+                    let event = $crate::store::NewEvent {
+                        kind: n.kind,
+                        at_ms: n.at_ms,
+                        worker: n.worker.clone(),
+                        instance_type,
+                        zone,
+                        detail: n.detail.clone(),
+                        dedupe_key: Some(key),
+                    };
+                    let inserted = Self::insert_event(&mut tx, &pool, &event, now_ms).await?;
                     if inserted == 0 {
                         *out = Some(NoticeOutcome::Duplicate { pool });
                         continue;
@@ -765,22 +773,7 @@ macro_rules! pool_sql {
                     .await?;
                 }
                 for e in &write.events {
-                    sqlx::query(
-                        "INSERT INTO pool_events (pool, at_ms, kind, worker, instance_type, zone, detail, dedupe_key, recorded_at_ms)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                         ON CONFLICT (pool, dedupe_key) DO NOTHING",
-                    )
-                    .bind(name)
-                    .bind(e.at_ms)
-                    .bind(e.kind)
-                    .bind(&e.worker)
-                    .bind(&e.instance_type)
-                    .bind(&e.zone)
-                    .bind(e.detail.to_string())
-                    .bind(&e.dedupe_key)
-                    .bind(now_ms)
-                    .execute(&mut *tx)
-                    .await?;
+                    Self::insert_event(&mut tx, name, e, now_ms).await?;
                 }
                 if write.activated {
                     Self::announce_activity(&mut tx, name).await?;
