@@ -41,6 +41,23 @@ impl PriceBook {
             .push((zone.to_string(), dollars));
     }
 
+    /// Sets the price in `zone`, or in every zone of the type and market when `zone` is
+    /// `None` (a region-wide price when none is known yet).
+    pub fn set(&mut self, instance_type: &str, market: Market, zone: Option<&str>, dollars: f64) {
+        let zones = self
+            .prices
+            .entry((instance_type.to_string(), market))
+            .or_default();
+        match zone {
+            Some(z) => match zones.iter_mut().find(|(zz, _)| zz == z) {
+                Some(entry) => entry.1 = dollars,
+                None => zones.push((z.to_string(), dollars)),
+            },
+            None if zones.is_empty() => zones.push((String::new(), dollars)),
+            None => zones.iter_mut().for_each(|e| e.1 = dollars),
+        }
+    }
+
     /// The price in `zone` when the catalog has one there, else the cheapest in the region;
     /// spot falls back to on-demand, which is what a spot request costs at most.
     pub fn price(&self, instance_type: &str, market: Market, zone: Option<&str>) -> Option<f64> {

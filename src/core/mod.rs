@@ -15,5 +15,6 @@ pub mod query;
 pub mod reconcile;
 pub mod scale;
 pub mod select;
+pub mod sim;
 pub mod spot;
 pub mod timestamp;
