@@ -58,6 +58,10 @@ pub struct ServeConfig {
     #[arg(long, env = "TRAINSCALER_MAX_INGEST_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_ingest_bytes: usize,
 
+    /// Largest `POST /v1/simulate` body (a trace with its policies), in bytes.
+    #[arg(long, env = "TRAINSCALER_MAX_SIMULATE_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_simulate_bytes: usize,
+
     /// The remote-write label that names a series' pool.
     #[arg(
         long,

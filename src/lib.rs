@@ -13,6 +13,7 @@ pub mod ingest;
 pub mod keda;
 pub mod provider;
 pub mod reconcile;
+pub mod sim;
 pub mod snapshot;
 pub mod store;
 pub mod telemetry;

@@ -1,5 +1,5 @@
 //! The `trainscaler` command: `serve` (default), `migrate`, `catalog import`, `catalog
-//! refresh`, `openapi`.
+//! refresh`, `openapi`, `simulate`.
 
 use std::path::PathBuf;
 
@@ -37,6 +37,8 @@ enum Command {
     Catalog(CatalogCommand),
     /// Print the OpenAPI document.
     Openapi,
+    /// Replay a trace through policies and the built-in baselines: what would it have cost?
+    Simulate(trainscaler::sim::cli::SimulateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
             region,
             instance_types,
         })) => refresh(&config, &provider, &region, &instance_types).await,
+        Some(Command::Simulate(args)) => trainscaler::sim::cli::run(args),
         Some(Command::Openapi) => {
             println!("{}", trainscaler::api::openapi().to_pretty_json()?);
             Ok(())

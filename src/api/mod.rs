@@ -17,6 +17,7 @@ pub mod page;
 pub mod policy_in;
 pub mod pools;
 pub mod prices;
+pub mod simulate;
 pub mod webhooks;
 
 use axum::Router;
@@ -55,6 +56,7 @@ use error::{ApiError, PROBLEM_JSON};
         (name = "signals", description = "Metric samples, remote-write and cloud notices arriving by webhook"),
         (name = "fleet", description = "The whole fleet for dashboards and people"),
         (name = "keda", description = "KEDA's metrics-api scaler (the gRPC external scaler listens on its own port)"),
+        (name = "simulate", description = "What would policies have cost on a trace: replays through the decision core"),
         (name = "health", description = "Probes and metrics"),
     )
 )]
@@ -63,7 +65,12 @@ struct ApiDoc;
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Routes with their OpenAPI operations; body limits differ between JSON and catalog uploads.
-fn routes(json_limit: usize, catalog_limit: usize, ingest_limit: usize) -> OpenApiRouter<AppState> {
+fn routes(
+    json_limit: usize,
+    catalog_limit: usize,
+    ingest_limit: usize,
+    simulate_limit: usize,
+) -> OpenApiRouter<AppState> {
     let json = OpenApiRouter::new()
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
@@ -102,15 +109,19 @@ fn routes(json_limit: usize, catalog_limit: usize, ingest_limit: usize) -> OpenA
         .routes(routes!(webhooks::post_prometheus))
         .routes(routes!(webhooks::post_events))
         .layer(RequestBodyLimitLayer::new(ingest_limit));
+    let simulate = OpenApiRouter::new()
+        .routes(routes!(simulate::simulate))
+        .layer(RequestBodyLimitLayer::new(simulate_limit));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(json)
+        .merge(simulate)
         .merge(uploads)
         .merge(ingest)
 }
 
 /// The OpenAPI document, as committed in `openapi/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    routes(1, 1, 1).split_for_parts().1
+    routes(1, 1, 1, 1).split_for_parts().1
 }
 
 /// The whole HTTP application.
@@ -119,6 +130,7 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
         config.max_body_bytes,
         config.max_catalog_bytes,
         config.max_ingest_bytes,
+        config.max_simulate_bytes,
     )
     .split_for_parts();
     let spec_json = spec.clone();

@@ -124,6 +124,7 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         catalog_poll_ms: 200,
         no_seed,
         max_ingest_bytes: 16 * 1024 * 1024,
+        max_simulate_bytes: 8 * 1024 * 1024,
         remote_write_pool_label: "pool".into(),
         remote_write_worker_label: "Hostname".into(),
         sample_retention_hours: 48,

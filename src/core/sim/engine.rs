@@ -866,6 +866,7 @@ impl Sim<'_> {
             jobs_finished: finished,
             jobs_unfinished: unfinished,
             evaluations: self.evaluations,
+            saving_vs_fixed_on_demand: None,
         }
     }
 }

@@ -43,14 +43,15 @@ pub fn with_baselines(candidates: Vec<Candidate>, trace: &Trace) -> Vec<Candidat
         .collect()
 }
 
-/// Replays the trace once per candidate, in order, each priced from the catalog.
+/// Replays the trace once per candidate, in order, each priced from the catalog; reports
+/// carry their saving against `fixed_on_demand` when it is among the candidates.
 pub fn run(
     catalog: &CatalogSnapshot,
     trace: &Trace,
     candidates: &[Candidate],
     settings: &Settings,
 ) -> Vec<PolicyRun> {
-    candidates
+    let mut runs: Vec<PolicyRun> = candidates
         .iter()
         .map(|c| {
             let prices = PriceBook::for_policy(catalog, &c.policy);
@@ -63,5 +64,16 @@ pub fn run(
                 speed: &SpeedTable::default(),
             })
         })
-        .collect()
+        .collect();
+    let fixed = runs
+        .iter()
+        .find(|r| r.report.name == baseline::FIXED_ON_DEMAND)
+        .map(|r| r.report.total_cost)
+        .filter(|c| *c > 0.0);
+    if let Some(fixed) = fixed {
+        for r in &mut runs {
+            r.report.saving_vs_fixed_on_demand = Some(1.0 - r.report.total_cost / fixed);
+        }
+    }
+    runs
 }

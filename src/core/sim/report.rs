@@ -44,6 +44,8 @@ pub struct PolicyReport {
     pub jobs_unfinished: u32,
     /// Pool evaluations the run made.
     pub evaluations: u64,
+    /// `1 - total_cost / fixed_on_demand's total_cost`, when that baseline ran.
+    pub saving_vs_fixed_on_demand: Option<f64>,
 }
 
 /// Timeline points for one policy: at each point, the most workers and queued jobs seen
