@@ -71,6 +71,8 @@ struct Meta {
     price: f64,
     settled_at: i64,
     cost: f64,
+    /// Its jobs saved a checkpoint on the spot notice.
+    saved_on_notice: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -652,6 +654,7 @@ impl Sim<'_> {
             price,
             settled_at: t,
             cost: 0.0,
+            saved_on_notice: false,
         });
         self.launches += 1;
         self.push(t + self.r.settings.startup_ms, Ev::Ready(num));
@@ -788,11 +791,15 @@ impl Sim<'_> {
         }
     }
 
-    /// The decision told the jobs on a warned worker to save their work now.
+    /// The decision told the jobs on a warned worker to save their work now. The action
+    /// repeats while the notice lasts; a job saves on the first one.
     fn checkpoint_on(&mut self, worker: &str, t: i64) {
         let Some(i) = self.workers.iter().position(|w| w.id == worker) else {
             return;
         };
+        if std::mem::replace(&mut self.meta[i].saved_on_notice, true) {
+            return;
+        }
         for j in self.meta[i].jobs.clone() {
             let job = &mut self.jobs[j];
             if job.state == JobState::Running && job.spec.checkpoint_interval_ms.is_some() {
@@ -870,3 +877,7 @@ impl Sim<'_> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;
