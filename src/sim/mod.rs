@@ -10,6 +10,7 @@ pub mod table;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
 use crate::core::catalog::CatalogSnapshot;
 use crate::core::sim::report::{PolicyReport, PolicyRun};
 use crate::core::sim::settings::Settings;
@@ -103,7 +104,13 @@ impl Plan {
 
     /// Replays every candidate.
     pub fn run(&self, catalog: &CatalogSnapshot) -> (SimulateResponse, Vec<PolicyRun>) {
-        let runs = run(catalog, &self.trace, &self.candidates, &self.settings);
+        let runs = run(
+            catalog,
+            &BUNDLED_SPOT_RISK,
+            &self.trace,
+            &self.candidates,
+            &self.settings,
+        );
         let response = SimulateResponse {
             start: format_ms(self.settings.start_ms),
             end: format_ms(self.settings.end_ms),

@@ -9,12 +9,14 @@ pub mod baseline;
 pub mod engine;
 pub mod report;
 pub mod settings;
+pub mod speed;
 pub mod trace;
 
 use crate::core::catalog::CatalogSnapshot;
 use crate::core::cost::PriceBook;
 use crate::core::policy::Policy;
-use engine::{Replay, SpeedTable, replay};
+use crate::core::spot::SpotRisk;
+use engine::{Replay, replay};
 use report::PolicyRun;
 use settings::Settings;
 use trace::Trace;
@@ -43,10 +45,12 @@ pub fn with_baselines(candidates: Vec<Candidate>, trace: &Trace) -> Vec<Candidat
         .collect()
 }
 
-/// Replays the trace once per candidate, in order, each priced from the catalog; reports
-/// carry their saving against `fixed_on_demand` when it is among the candidates.
+/// Replays the trace once per candidate, in order, each priced from the catalog with run
+/// times scaled per instance type by the selection's estimates; reports carry their saving
+/// against `fixed_on_demand` when it is among the candidates.
 pub fn run(
     catalog: &CatalogSnapshot,
+    risk: &SpotRisk,
     trace: &Trace,
     candidates: &[Candidate],
     settings: &Settings,
@@ -55,13 +59,14 @@ pub fn run(
         .iter()
         .map(|c| {
             let prices = PriceBook::for_policy(catalog, &c.policy);
+            let speed = speed::speed_table(catalog, risk, &c.policy);
             replay(&Replay {
                 name: &c.name,
                 policy: &c.policy,
                 prices: &prices,
                 trace,
                 settings,
-                speed: &SpeedTable::default(),
+                speed: &speed,
             })
         })
         .collect();
