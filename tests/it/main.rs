@@ -22,4 +22,5 @@ mod reconcile_aws;
 mod replicas;
 mod scale_properties;
 mod select_cases;
+mod simulate;
 mod store_contract;
