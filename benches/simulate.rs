@@ -67,7 +67,7 @@ fn simulate(c: &mut Criterion) {
     let p = policy();
     let prices = PriceBook::for_policy(&catalog, &p);
     let traces: Vec<Trace> = (0..POOLS).map(trace).collect();
-    let settings = Settings::new(START, START + DAYS * DAY_MS - 60_000);
+    let settings = Settings::new(START, START + DAYS * DAY_MS);
     let speed = SpeedTable::default();
     let run_all = || {
         traces

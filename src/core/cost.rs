@@ -1,8 +1,6 @@
 //! What a pool costs: hourly prices of its instance types from the catalog, the spend of its
 //! workers so far in the UTC day, and the projected spend of a target for the rest of the day.
 
-use std::collections::HashMap;
-
 use super::catalog::{CatalogSnapshot, Market};
 use super::policy::Policy;
 
@@ -12,7 +10,9 @@ const HOUR_MS: f64 = 3_600_000.0;
 /// Hourly prices of the pool's instance types in its region, by zone.
 #[derive(Debug, Clone, Default)]
 pub struct PriceBook {
-    prices: HashMap<(String, Market), Vec<(String, f64)>>,
+    /// (instance type, market) -> (zone, dollars per hour). A pool has a handful of types, so
+    /// a list searched by `&str` beats a map whose lookups would allocate a key.
+    prices: Vec<((String, Market), Vec<(String, f64)>)>,
 }
 
 impl PriceBook {
@@ -34,20 +34,38 @@ impl PriceBook {
         book
     }
 
-    pub fn insert(&mut self, instance_type: &str, market: Market, zone: &str, dollars: f64) {
+    fn zones_mut(&mut self, instance_type: &str, market: Market) -> &mut Vec<(String, f64)> {
+        let at = match self
+            .prices
+            .iter()
+            .position(|((t, m), _)| t == instance_type && *m == market)
+        {
+            Some(i) => i,
+            None => {
+                self.prices
+                    .push(((instance_type.to_string(), market), Vec::new()));
+                self.prices.len() - 1
+            }
+        };
+        &mut self.prices[at].1
+    }
+
+    fn zones(&self, instance_type: &str, market: Market) -> Option<&[(String, f64)]> {
         self.prices
-            .entry((instance_type.to_string(), market))
-            .or_default()
+            .iter()
+            .find(|((t, m), _)| t == instance_type && *m == market)
+            .map(|(_, z)| z.as_slice())
+    }
+
+    pub fn insert(&mut self, instance_type: &str, market: Market, zone: &str, dollars: f64) {
+        self.zones_mut(instance_type, market)
             .push((zone.to_string(), dollars));
     }
 
     /// Sets the price in `zone`, or in every zone of the type and market when `zone` is
     /// `None` (a region-wide price when none is known yet).
     pub fn set(&mut self, instance_type: &str, market: Market, zone: Option<&str>, dollars: f64) {
-        let zones = self
-            .prices
-            .entry((instance_type.to_string(), market))
-            .or_default();
+        let zones = self.zones_mut(instance_type, market);
         match zone {
             Some(z) => match zones.iter_mut().find(|(zz, _)| zz == z) {
                 Some(entry) => entry.1 = dollars,
@@ -62,7 +80,7 @@ impl PriceBook {
     /// spot falls back to on-demand, which is what a spot request costs at most.
     pub fn price(&self, instance_type: &str, market: Market, zone: Option<&str>) -> Option<f64> {
         let of = |m: Market| {
-            let zones = self.prices.get(&(instance_type.to_string(), m))?;
+            let zones = self.zones(instance_type, m)?;
             zone.and_then(|z| zones.iter().find(|(zz, _)| zz == z).map(|(_, p)| *p))
                 .or_else(|| zones.iter().map(|(_, p)| *p).reduce(f64::min))
         };

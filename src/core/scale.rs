@@ -159,6 +159,9 @@ pub struct PoolInput<'a> {
     /// When the pool was created (or its policy last replaced): the idle clock starts there.
     pub since_ms: i64,
     pub now_ms: i64,
+    /// Whether reasons carry their words and numbers and times are also written as RFC 3339
+    /// text. Answers people read explain; a replay, which reads only the figures, does not.
+    pub explain: bool,
 }
 
 /// Desired workers of one instance type and market.
@@ -283,14 +286,27 @@ pub struct Outcome {
 
 struct Rules {
     reasons: Vec<Reason>,
+    explain: bool,
 }
 
 impl Rules {
-    fn fire(&mut self, rule: &'static str, detail: String, values: &[(&'static str, f64)]) {
+    /// Records a rule that fired; its words and numbers only when explaining, since
+    /// formatting them costs more than the rule itself.
+    fn fire(
+        &mut self,
+        rule: &'static str,
+        detail: impl FnOnce() -> String,
+        values: &[(&'static str, f64)],
+    ) {
+        let (detail, values) = if self.explain {
+            (detail(), values.iter().copied().collect())
+        } else {
+            (String::new(), BTreeMap::new())
+        };
         self.reasons.push(Reason {
             rule,
             detail,
-            values: values.iter().copied().collect(),
+            values,
         });
     }
 }
@@ -303,6 +319,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     let now = input.now_ms.max(input.state.latest_ms());
     let mut rules = Rules {
         reasons: Vec::new(),
+        explain: input.explain,
     };
     let live: Vec<&Worker> = input.workers.iter().filter(|w| w.is_live()).collect();
     let doomed: Vec<&Worker> = live.iter().copied().filter(|w| w.is_doomed()).collect();
@@ -327,10 +344,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     if bounded != need {
         rules.fire(
             "bounds",
-            format!(
-                "need {need} held within min_workers {} and max_workers {}",
-                p.min_workers, p.max_workers
-            ),
+            || {
+                format!(
+                    "need {need} held within min_workers {} and max_workers {}",
+                    p.min_workers, p.max_workers
+                )
+            },
             &[
                 ("need", need.into()),
                 ("min_workers", p.min_workers.into()),
@@ -367,16 +386,18 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         target = previous.clamp(p.min_workers, p.max_workers.max(p.min_workers));
         rules.fire(
             "bounds",
-            format!(
-                "the previous target {previous} is outside {}..={}",
-                p.min_workers, p.max_workers
-            ),
+            || {
+                format!(
+                    "the previous target {previous} is outside {}..={}",
+                    p.min_workers, p.max_workers
+                )
+            },
             &[("previous", previous.into())],
         );
     } else if silent && bounded <= previous {
         rules.fire(
             "no_signal",
-            format!("{capacity} workers and no fresh signal of any kind: holding {previous}"),
+            || format!("{capacity} workers and no fresh signal of any kind: holding {previous}"),
             &[("capacity", capacity.into())],
         );
     } else if !busy && bounded <= previous && previous > p.min_workers {
@@ -395,11 +416,13 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         if idle_for < needed {
             rules.fire(
                 "idle_wait",
-                format!(
-                    "idle for {}s of the {}s before scaling to min_workers",
-                    idle_for / 1000,
-                    p.idle_to_zero_after_sec
-                ),
+                || {
+                    format!(
+                        "idle for {}s of the {}s before scaling to min_workers",
+                        idle_for / 1000,
+                        p.idle_to_zero_after_sec
+                    )
+                },
                 &[
                     ("idle_sec", (idle_for / 1000) as f64),
                     ("idle_to_zero_after_sec", p.idle_to_zero_after_sec as f64),
@@ -409,10 +432,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         } else if let Some(end) = down_blocked {
             rules.fire(
                 "scale_down_cooldown",
-                format!(
-                    "idle, but the last scale-down was under {}s ago",
-                    p.scale_down_cooldown_sec
-                ),
+                || {
+                    format!(
+                        "idle, but the last scale-down was under {}s ago",
+                        p.scale_down_cooldown_sec
+                    )
+                },
                 &[("scale_down_cooldown_sec", p.scale_down_cooldown_sec as f64)],
             );
             cooldown_until = Some(end);
@@ -420,12 +445,14 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
             target = p.min_workers.max(floor);
             rules.fire(
                 "idle_to_zero",
-                format!(
-                    "no work and GPU utilisation under {} for {}s: down to {}",
-                    p.idle_utilization_threshold,
-                    idle_for / 1000,
-                    target
-                ),
+                || {
+                    format!(
+                        "no work and GPU utilisation under {} for {}s: down to {}",
+                        p.idle_utilization_threshold,
+                        idle_for / 1000,
+                        target
+                    )
+                },
                 &[
                     ("idle_sec", (idle_for / 1000) as f64),
                     ("min_workers", p.min_workers.into()),
@@ -436,10 +463,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         if let Some(end) = up_cooldown_end.filter(|end| now < *end) {
             rules.fire(
                 "scale_up_cooldown",
-                format!(
-                    "the last scale-up was under {}s ago",
-                    p.scale_up_cooldown_sec
-                ),
+                || {
+                    format!(
+                        "the last scale-up was under {}s ago",
+                        p.scale_up_cooldown_sec
+                    )
+                },
                 &[("scale_up_cooldown_sec", p.scale_up_cooldown_sec as f64)],
             );
             cooldown_until = Some(end);
@@ -447,7 +476,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
             target = bounded;
             rules.fire(
                 "scale_from_zero",
-                format!("no capacity: straight to the {bounded} workers needed"),
+                || format!("no capacity: straight to the {bounded} workers needed"),
                 &[("need", bounded.into())],
             );
         } else {
@@ -459,13 +488,13 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
             if bounded > limit {
                 rules.fire(
                     "step_limit",
-                    format!("{capacity} workers may grow by at most {step} per decision ({}%, min_step {}): {target} of the {bounded} needed", p.max_step_percent, p.min_step),
+                    || format!("{capacity} workers may grow by at most {step} per decision ({}%, min_step {}): {target} of the {bounded} needed", p.max_step_percent, p.min_step),
                     &[("capacity", capacity.into()), ("step", step.into()), ("need", bounded.into())],
                 );
             } else {
                 rules.fire(
                     "scale_up",
-                    format!("need {bounded} workers, have {capacity}"),
+                    || format!("need {bounded} workers, have {capacity}"),
                     &[("need", bounded.into()), ("capacity", capacity.into())],
                 );
             }
@@ -491,10 +520,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         if candidate >= previous {
             rules.fire(
                 "stabilization",
-                format!(
-                    "need is {bounded}, but it was {highest} within the last {}s",
-                    p.stabilization_window_sec
-                ),
+                || {
+                    format!(
+                        "need is {bounded}, but it was {highest} within the last {}s",
+                        p.stabilization_window_sec
+                    )
+                },
                 &[
                     ("need", bounded.into()),
                     ("highest_in_window", highest.into()),
@@ -513,10 +544,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         } else if let Some(end) = down_blocked {
             rules.fire(
                 "scale_down_cooldown",
-                format!(
-                    "the last scale-down was under {}s ago",
-                    p.scale_down_cooldown_sec
-                ),
+                || {
+                    format!(
+                        "the last scale-down was under {}s ago",
+                        p.scale_down_cooldown_sec
+                    )
+                },
                 &[("scale_down_cooldown_sec", p.scale_down_cooldown_sec as f64)],
             );
             cooldown_until = Some(end);
@@ -524,7 +557,11 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
             target = candidate;
             rules.fire(
                 "scale_down",
-                format!("need {bounded} (highest in window {highest}), running jobs need {floor}"),
+                || {
+                    format!(
+                        "need {bounded} (highest in window {highest}), running jobs need {floor}"
+                    )
+                },
                 &[
                     ("need", bounded.into()),
                     ("highest_in_window", highest.into()),
@@ -537,7 +574,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         let raised = floor.min(p.max_workers);
         rules.fire(
             "running_floor",
-            format!("running jobs use {floor} workers"),
+            || format!("running jobs use {floor} workers"),
             &[("running_floor", floor.into())],
         );
         target = raised;
@@ -588,7 +625,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
             if affordable < target {
                 rules.fire(
                     "budget_cap",
-                    format!("{target} workers would spend ${:.2} today against a budget of ${daily:.2}: capped at {affordable}", projected(target)),
+                    || format!("{target} workers would spend ${:.2} today against a budget of ${daily:.2}: capped at {affordable}", projected(target)),
                     &[("projected", projected(target)), ("daily_budget", daily)],
                 );
                 target = affordable;
@@ -615,10 +652,12 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         if exceeded {
             rules.fire(
                 "budget_exceeded",
-                format!(
-                    "projected spend today ${:.2} is over the daily budget ${daily:.2}",
-                    projected(target)
-                ),
+                || {
+                    format!(
+                        "projected spend today ${:.2} is over the daily budget ${daily:.2}",
+                        projected(target)
+                    )
+                },
                 &[
                     ("projected", projected(target)),
                     ("daily_budget", daily),
@@ -688,7 +727,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         let (instance_type, market, why) = replacement_for(p, &blocked, w, rate);
         rules.fire(
             "replace",
-            format!("{} is being interrupted: {why}", w.id),
+            || format!("{} is being interrupted: {why}", w.id),
             &[
                 ("interruption_rate", rate),
                 ("max_interruption_rate", p.max_interruption_rate),
@@ -771,8 +810,15 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         delta: i64::from(target) - i64::from(current),
         actions,
         reasons: rules.reasons,
-        cooldown_until: cooldown_until.or(down_blocked).map(rfc3339),
-        next_evaluation_at: rfc3339(next),
+        cooldown_until: cooldown_until
+            .or(down_blocked)
+            .filter(|_| input.explain)
+            .map(rfc3339),
+        next_evaluation_at: if input.explain {
+            rfc3339(next)
+        } else {
+            String::new()
+        },
         cooldown_until_ms: cooldown_until.or(down_blocked),
         next_evaluation_at_ms: next,
         budget,
@@ -798,7 +844,7 @@ fn measure_need(
             let floor = p.workers_for_jobs(running);
             rules.fire(
                 "queue",
-                format!("{running} running + {waiting} waiting jobs of {gpus_per_job} GPUs on {}-GPU workers need {need} workers", p.gpus_per_worker),
+                || format!("{running} running + {waiting} waiting jobs of {gpus_per_job} GPUs on {}-GPU workers need {need} workers", p.gpus_per_worker),
                 &[("running_jobs", running), ("waiting_jobs", waiting), ("need", need.into())],
             );
             (need, floor)
@@ -815,18 +861,18 @@ fn measure_need(
                 };
                 rules.fire(
                     "no_utilization_signal",
-                    format!("no fresh GPU utilisation: holding {need}"),
+                    || format!("no fresh GPU utilisation: holding {need}"),
                     &[("need", need.into())],
                 );
                 return (need, 0);
             };
             let ratio = util / target_utilization;
             let need = if (ratio - 1.0).abs() <= tolerance {
-                rules.fire("within_tolerance", format!("utilisation {util:.2} is within {tolerance} of the target {target_utilization}"), &[("utilization", util), ("target", target_utilization)]);
+                rules.fire("within_tolerance", || format!("utilisation {util:.2} is within {tolerance} of the target {target_utilization}"), &[("utilization", util), ("target", target_utilization)]);
                 capacity
             } else {
                 let n = (f64::from(capacity) * ratio).ceil().max(0.0) as u32;
-                rules.fire("utilization", format!("{capacity} workers at {util:.2} against a target of {target_utilization} need {n}"), &[("utilization", util), ("target", target_utilization), ("need", n.into())]);
+                rules.fire("utilization", || format!("{capacity} workers at {util:.2} against a target of {target_utilization} need {n}"), &[("utilization", util), ("target", target_utilization), ("need", n.into())]);
                 n
             };
             (need, 0)
@@ -839,7 +885,7 @@ fn measure_need(
             if waiting > 0.0 || running > 0.0 {
                 rules.fire(
                     "elastic",
-                    format!(
+                    || format!(
                         "the job is active: wants up to {max_nodes} nodes (at least {min_nodes})"
                     ),
                     &[
@@ -849,7 +895,7 @@ fn measure_need(
                 );
                 (max_nodes, if running > 0.0 { min_nodes } else { 0 })
             } else {
-                rules.fire("elastic", "no job is waiting or running".into(), &[]);
+                rules.fire("elastic", || "no job is waiting or running".into(), &[]);
                 (0, 0)
             }
         }
@@ -871,7 +917,11 @@ fn whole_gangs(
     if min_nodes > max_nodes {
         rules.fire(
             "gang_does_not_fit",
-            format!("the gang needs {min_nodes} nodes but at most {max_nodes} are allowed: none"),
+            || {
+                format!(
+                    "the gang needs {min_nodes} nodes but at most {max_nodes} are allowed: none"
+                )
+            },
             &[
                 ("min_nodes", min_nodes.into()),
                 ("max_nodes", max_nodes.into()),
@@ -892,7 +942,7 @@ fn whole_gangs(
     if whole != target {
         rules.fire(
             "whole_gang",
-            format!(
+            || format!(
                 "{target} is not a whole gang (min_nodes {min_nodes}, node_step {step}): {whole}"
             ),
             &[
@@ -1028,12 +1078,12 @@ fn split_by_type(
     let mut spot_type = blocked.first(p, Market::Spot, None);
     if spot > 0 && spot_type.is_none() {
         if p.any_allows(Market::OnDemand) {
-            rules.fire("spot_fallback", format!("no spot instance type is usable (recent capacity errors or interruptions): {spot} spot workers go on-demand"), &[("spot", spot.into())]);
+            rules.fire("spot_fallback", || format!("no spot instance type is usable (recent capacity errors or interruptions): {spot} spot workers go on-demand"), &[("spot", spot.into())]);
             od += spot;
             spot = 0;
         } else {
             // A spot-only pool has nowhere else to go: keep asking for spot.
-            rules.fire("no_usable_type", format!("every spot type had a recent capacity error or interruption and the policy allows no on-demand: {spot} spot workers of the first type by priority"), &[("spot", spot.into())]);
+            rules.fire("no_usable_type", || format!("every spot type had a recent capacity error or interruption and the policy allows no on-demand: {spot} spot workers of the first type by priority"), &[("spot", spot.into())]);
             spot_type = p
                 .instance_types
                 .iter()
@@ -1042,18 +1092,19 @@ fn split_by_type(
         }
     }
     if od > 0 {
-        let t = blocked.first(p, Market::OnDemand, None).or_else(|| {
-            rules.fire(
+        let t =
+            blocked.first(p, Market::OnDemand, None).or_else(|| {
+                rules.fire(
                 "no_usable_type",
-                "every on-demand type had a recent capacity error: using the first by priority"
+                || "every on-demand type had a recent capacity error: using the first by priority"
                     .into(),
                 &[],
             );
-            p.instance_types
-                .iter()
-                .find(|c| c.allows(Market::OnDemand))
-                .map(|c| c.instance_type.clone())
-        });
+                p.instance_types
+                    .iter()
+                    .find(|c| c.allows(Market::OnDemand))
+                    .map(|c| c.instance_type.clone())
+            });
         if let Some(t) = t {
             out.push(TypeTarget {
                 zones: blocked.zones_for(p, &t),
@@ -1076,10 +1127,12 @@ fn split_by_type(
     if total > 0 {
         rules.fire(
             "market_mix",
-            format!(
-                "{od} on-demand (base {}) and {spot} spot ({}% spot above the base)",
-                p.on_demand_base, p.spot_percentage
-            ),
+            || {
+                format!(
+                    "{od} on-demand (base {}) and {spot} spot ({}% spot above the base)",
+                    p.on_demand_base, p.spot_percentage
+                )
+            },
             &[("on_demand", od.into()), ("spot", spot.into())],
         );
     }

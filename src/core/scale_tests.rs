@@ -79,6 +79,7 @@ impl Case {
             prices: &prices,
             since_ms: T0 - 24 * 60 * MIN,
             now_ms: self.now,
+            explain: true,
         })
     }
 }

@@ -69,6 +69,7 @@ pub fn run(
         prices: &prices,
         since_ms: read.pool.since_ms,
         now_ms,
+        explain: true,
     });
     let d = &outcome.decision;
     let events = outcome

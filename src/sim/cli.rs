@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 
-use super::files::{describe, read_policy, read_scenario, read_trace};
+use super::files::{describe, read_policy, read_scenario, read_settings, read_trace};
 use super::input::{Problems, SettingsIn};
 use super::{Plan, table};
 use crate::catalog::bundled::bundled_snapshot;
@@ -58,11 +58,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         }
         None => {
             let settings = match &args.settings {
-                Some(p) => serde_json::from_str::<SettingsIn>(
-                    &std::fs::read_to_string(p)
-                        .with_context(|| format!("cannot read {}", p.display()))?,
-                )
-                .with_context(|| format!("{} is not valid settings", p.display()))?,
+                Some(p) => read_settings(p)?,
                 None => SettingsIn::default(),
             };
             let trace = args

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use super::input::{NamedPolicy, Problems, SettingsIn, TraceRow, parse_row};
+use crate::api::error::FieldError;
 use crate::core::sim::trace::Trace;
 
 /// The file holding a scenario's settings; every other `.json` file in the folder is a policy.
@@ -31,28 +32,36 @@ pub fn read_trace(path: &Path) -> anyhow::Result<Trace> {
     );
     let mut problems = Problems::default();
     let mut events = Vec::new();
-    let mut keep = |row: Result<TraceRow, String>, line: u64, problems: &mut Problems| match row {
-        Ok(row) => {
-            if let Some(e) = parse_row(&row, "trace", Some(line), problems) {
-                events.push(e);
+    // Rows that do not even read are named by the field serde stopped at, when it knows one.
+    let mut keep =
+        |row: Result<TraceRow, (String, String)>, line: u64, problems: &mut Problems| match row {
+            Ok(row) => {
+                if let Some(e) = parse_row(&row, "trace", Some(line), 0, problems) {
+                    events.push(e);
+                }
             }
-        }
-        Err(e) => problems.0.push(crate::api::error::FieldError {
-            field: "trace".into(),
-            problem: e,
-            line: Some(line),
-        }),
-    };
+            Err((field, problem)) => problems.0.push(FieldError {
+                field,
+                problem,
+                line: Some(line),
+            }),
+        };
     if jsonl {
         for (i, l) in text.lines().enumerate() {
             if l.trim().is_empty() || l.trim_start().starts_with('#') {
                 continue;
             }
-            keep(
-                serde_json::from_str(l).map_err(|e| e.to_string()),
-                i as u64 + 1,
-                &mut problems,
-            );
+            let row = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(l))
+                .map_err(|e| {
+                    let path = e.path().to_string();
+                    let field = if path == "." {
+                        "trace".to_string()
+                    } else {
+                        format!("trace.{path}")
+                    };
+                    (field, e.inner().to_string())
+                });
+            keep(row, i as u64 + 1, &mut problems);
         }
     } else {
         let mut reader = csv::ReaderBuilder::new()
@@ -68,14 +77,19 @@ pub fn read_trace(path: &Path) -> anyhow::Result<Trace> {
                 Ok(r) => {
                     let line = r.position().map_or(0, |p| p.line());
                     keep(
-                        r.deserialize(Some(&headers)).map_err(|e| e.to_string()),
+                        r.deserialize(Some(&headers))
+                            .map_err(|e| ("trace".to_string(), e.to_string())),
                         line,
                         &mut problems,
                     );
                 }
                 Err(e) => {
                     let line = e.position().map_or(0, |p| p.line());
-                    keep(Err(e.to_string()), line, &mut problems);
+                    keep(
+                        Err(("trace".to_string(), e.to_string())),
+                        line,
+                        &mut problems,
+                    );
                 }
             }
         }
@@ -111,6 +125,15 @@ pub fn read_policy(path: &Path) -> anyhow::Result<NamedPolicy> {
     Ok(NamedPolicy { name, policy })
 }
 
+/// Reads settings in the shape of a scenario's `scenario.json`.
+pub fn read_settings(path: &Path) -> anyhow::Result<SettingsIn> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the settings {}", path.display()))?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| anyhow::anyhow!("{}: `{}` {}", path.display(), e.path(), e.inner()))
+}
+
 /// Finds a scenario folder's trace, settings and policies (policies sorted by file name).
 pub fn read_scenario(dir: &Path) -> anyhow::Result<Scenario> {
     let mut traces = Vec::new();
@@ -123,10 +146,7 @@ pub fn read_scenario(dir: &Path) -> anyhow::Result<Scenario> {
         let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         if file == SCENARIO_SETTINGS {
-            let text = std::fs::read_to_string(&path)?;
-            let mut de = serde_json::Deserializer::from_str(&text);
-            settings = serde_path_to_error::deserialize(&mut de)
-                .map_err(|e| anyhow::anyhow!("{}: `{}` {}", path.display(), e.path(), e.inner()))?;
+            settings = read_settings(&path)?;
         } else if file.starts_with("trace.") && matches!(ext, "csv" | "jsonl" | "ndjson") {
             traces.push(path);
         } else if ext == "json" {

@@ -11,6 +11,7 @@ use crate::api::policy_in::{PolicyIn, parse_policy};
 use crate::core::catalog::{CatalogSnapshot, Market};
 use crate::core::cost::day_start;
 use crate::core::sim::Candidate;
+use crate::core::sim::baseline::BASELINES;
 use crate::core::sim::settings::{Billing, Settings, default_end_ms};
 use crate::core::sim::trace::{JobSize, JobSpec, Trace, TraceEvent};
 use crate::timefmt::parse_rfc3339_ms;
@@ -169,6 +170,7 @@ pub fn parse_row(
     row: &TraceRow,
     at: &str,
     line: Option<u64>,
+    index: usize,
     out: &mut Problems,
 ) -> Option<TraceEvent> {
     let before = out.0.len();
@@ -238,7 +240,8 @@ pub fn parse_row(
             };
             match (at_ms, size, duration) {
                 (Some(at_ms), Some(size), Some(d)) => Some(TraceEvent::Job(JobSpec {
-                    id: nonempty(&row.id).unwrap_or_else(|| format!("job-{}", line.unwrap_or(0))),
+                    id: nonempty(&row.id)
+                        .unwrap_or_else(|| format!("job-{}", line.unwrap_or(index as u64))),
                     at_ms,
                     size,
                     duration_ms: millis(d),
@@ -328,6 +331,7 @@ pub fn parse_row(
 pub fn parse_policies(
     policies: Vec<NamedPolicy>,
     catalog: &CatalogSnapshot,
+    with_baselines: bool,
     out: &mut Problems,
 ) -> Vec<Candidate> {
     let mut candidates = Vec::new();
@@ -335,6 +339,12 @@ pub fn parse_policies(
         let name = p.name.trim().to_string();
         if name.is_empty() || name.len() > 64 {
             out.add(format!("policies[{i}].name"), "must be 1 to 64 characters");
+        }
+        if with_baselines && BASELINES.contains(&name.as_str()) {
+            out.add(
+                format!("policies[{i}].name"),
+                format!("`{name}` is the name of a built-in baseline: choose another"),
+            );
         }
         if candidates.iter().any(|c: &Candidate| c.name == name) {
             out.add(

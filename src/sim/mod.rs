@@ -78,7 +78,7 @@ impl Plan {
         if policies.is_empty() {
             problems.add("policies", "must name at least one policy");
         }
-        let candidates = parse_policies(policies, catalog, problems);
+        let candidates = parse_policies(policies, catalog, baselines, problems);
         let settings = parse_settings(settings, &trace, problems);
         let candidates = if baselines {
             with_baselines(candidates, &trace)
@@ -146,7 +146,7 @@ pub fn plan_request(req: SimulateRequest, catalog: &CatalogSnapshot) -> Result<P
         .trace
         .iter()
         .enumerate()
-        .filter_map(|(i, row)| parse_row(row, &format!("trace[{i}]"), None, &mut problems))
+        .filter_map(|(i, row)| parse_row(row, &format!("trace[{i}]"), None, i, &mut problems))
         .collect();
     let plan = Plan::new(
         Trace::new(events),

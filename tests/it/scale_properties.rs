@@ -170,6 +170,7 @@ fn run(c: &Case) -> trainscaler::core::scale::Outcome {
         prices: &prices,
         since_ms: T0 - 86_400_000,
         now_ms: T0,
+        explain: true,
     })
 }
 

@@ -10,6 +10,7 @@ use crate::core::policy::*;
 pub const FIXED_ON_DEMAND: &str = "fixed_on_demand";
 pub const AUTOSCALE_ON_DEMAND: &str = "autoscale_on_demand";
 pub const AUTOSCALE_SPOT_MIX: &str = "autoscale_spot_mix";
+pub const BASELINES: [&str; 3] = [FIXED_ON_DEMAND, AUTOSCALE_ON_DEMAND, AUTOSCALE_SPOT_MIX];
 
 /// The most workers the trace's jobs would hold at once if each started on submission,
 /// capped at the policy's `max_workers`: what a fixed cluster is sized for.

@@ -20,7 +20,7 @@ use super::settings::{Billing, Settings};
 use super::trace::{JobSize, JobSpec, Trace, TraceEvent};
 use crate::core::catalog::Market;
 use crate::core::cost::{PriceBook, day_start};
-use crate::core::policy::Policy;
+use crate::core::policy::{Mode, Policy};
 use crate::core::scale::{
     Action, DecisionEvent, Incident, IncidentKind, PoolInput, PoolState, Signals, Warning,
     WarningKind, Worker, evaluate, market_split,
@@ -151,6 +151,9 @@ struct Sim<'a> {
     state: PoolState,
     last_busy: Option<i64>,
     running: u32,
+    /// GPUs of the running and the waiting jobs: the queue as a scheduler reports it.
+    running_gpus: u64,
+    waiting_gpus: u64,
     // Tallies.
     cost: CostByMarket,
     paid_gpu_ms: f64,
@@ -187,6 +190,8 @@ pub fn replay(r: &Replay<'_>) -> PolicyRun {
         state: PoolState::default(),
         last_busy: None,
         running: 0,
+        running_gpus: 0,
+        waiting_gpus: 0,
         cost: CostByMarket::default(),
         paid_gpu_ms: 0.0,
         used_gpu_ms: 0.0,
@@ -299,8 +304,13 @@ impl Sim<'_> {
                     JobSize::Gpus(g) => (g, Some(g.div_ceil(gpw))),
                     JobSize::Nodes(n) => (n.max(1) * gpw, Some(n.max(1))),
                 };
+                // A job from before the window is submitted as it opens.
+                let spec = JobSpec {
+                    at_ms: t,
+                    ..spec.clone()
+                };
                 self.jobs.push(SimJob {
-                    spec: spec.clone(),
+                    spec,
                     gpus,
                     whole_workers,
                     state: JobState::Waiting,
@@ -440,6 +450,7 @@ impl Sim<'_> {
         let k = key(self, j);
         let pos = self.queue.partition_point(|&q| key(self, q) < k);
         self.queue.insert(pos, j);
+        self.waiting_gpus += u64::from(self.jobs[j].gpus);
     }
 
     /// Starts every waiting job that fits on ready workers, in queue order.
@@ -449,6 +460,7 @@ impl Sim<'_> {
             let j = self.queue[i];
             if let Some(chosen) = self.fit(j) {
                 self.queue.remove(i);
+                self.waiting_gpus -= u64::from(self.jobs[j].gpus);
                 self.start(j, chosen, t);
             } else {
                 i += 1;
@@ -511,6 +523,7 @@ impl Sim<'_> {
         let done_at = job.productive_from + left.ceil() as i64;
         let epoch = job.epoch;
         self.running += 1;
+        self.running_gpus += u64::from(self.jobs[j].gpus);
         self.push(done_at, Ev::Done(j, epoch));
     }
 
@@ -530,6 +543,7 @@ impl Sim<'_> {
         let job = &self.jobs[j];
         self.used_gpu_ms += (t - job.seg_start).max(0) as f64 * f64::from(job.gpus);
         self.running = self.running.saturating_sub(1);
+        self.running_gpus = self.running_gpus.saturating_sub(u64::from(job.gpus));
     }
 
     /// A running job loses its workers: it keeps what it saved and waits again.
@@ -725,12 +739,20 @@ impl Sim<'_> {
         if self.running > 0 || !self.queue.is_empty() {
             self.last_busy = Some(t);
         }
+        // A scheduler reports its queue to a queue-mode pool in jobs of the policy's
+        // `gpus_per_job`: a job of twice that size counts twice, a quarter-size job a quarter.
+        let unit = match p.mode {
+            Mode::Queue { gpus_per_job } => f64::from(gpus_per_job.max(1)),
+            _ => gpw,
+        };
+        let waiting = self.waiting_gpus as f64 / unit;
+        let running = self.running_gpus as f64 / unit;
         let lookback = p.incident_lookback_ms();
         self.incidents.retain(|x| t - x.at_ms < lookback);
         let signals = Signals {
-            queue_depth: Some(self.queue.len() as f64),
+            queue_depth: Some(waiting),
             pending_jobs: None,
-            running_jobs: Some(f64::from(self.running)),
+            running_jobs: Some(running),
             last_busy_at_ms: self.last_busy,
         };
         let outcome = evaluate(&PoolInput {
@@ -742,6 +764,7 @@ impl Sim<'_> {
             prices: &self.prices,
             since_ms: self.r.settings.start_ms,
             now_ms: t,
+            explain: false,
         });
         self.evaluations += 1;
         self.state = outcome.state;
@@ -837,7 +860,8 @@ impl Sim<'_> {
             .iter()
             .filter(|j| j.state == JobState::Done)
             .count() as u32;
-        let unfinished = self.jobs.len() as u32 - finished;
+        // Jobs submitted after the window never ran: unfinished too.
+        let unfinished = (self.r.trace.jobs().count() as u32).saturating_sub(finished);
         let makespan = (unfinished == 0 && !self.jobs.is_empty()).then(|| {
             let first = self.jobs.iter().map(|j| j.spec.at_ms).min().unwrap_or(0);
             let last = self

@@ -71,7 +71,11 @@ fn one_job_is_billed_from_launch_until_the_idle_pool_scales_in() {
     assert_eq!(r.wait_p50_sec, 120.0, "the start-up time");
     assert_eq!(r.makespan_sec, Some(62.0 * 60.0));
     assert_eq!((r.scaling_actions, r.launches, r.jobs_finished), (2, 1, 1));
-    assert_eq!(r.evaluations, 6 * 60 + 1);
+    assert_eq!(
+        r.evaluations,
+        6 * 60,
+        "one a minute, the window's end excluded"
+    );
     assert_eq!(r.cost_by_market.spot, 0.0);
 }
 

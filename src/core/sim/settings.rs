@@ -79,10 +79,11 @@ impl Settings {
         }
     }
 
-    /// Decisions one policy's run makes.
+    /// Decisions one policy's run makes: one at the start and every tick before the end.
     pub fn ticks(&self) -> u64 {
         let span = (self.end_ms - self.start_ms).max(0);
-        u64::try_from(span / self.tick_ms.max(1) + 1).unwrap_or(u64::MAX)
+        let tick = self.tick_ms.max(1);
+        u64::try_from((span + tick - 1) / tick).unwrap_or(u64::MAX)
     }
 }
 
