@@ -12,8 +12,11 @@ const HOUR_MS: f64 = 3_600_000.0;
 pub struct PriceBook {
     /// (instance type, market) -> (zone, dollars per hour). A pool has a handful of types, so
     /// a list searched by `&str` beats a map whose lookups would allocate a key.
-    prices: Vec<((String, Market), Vec<(String, f64)>)>,
+    prices: Vec<((String, Market), ZonePrices)>,
 }
+
+/// (zone, dollars per hour); the zone is empty for a region-wide price.
+type ZonePrices = Vec<(String, f64)>;
 
 impl PriceBook {
     /// The latest prices of `policy`'s instance types in its provider and region.
@@ -34,7 +37,7 @@ impl PriceBook {
         book
     }
 
-    fn zones_mut(&mut self, instance_type: &str, market: Market) -> &mut Vec<(String, f64)> {
+    fn zones_mut(&mut self, instance_type: &str, market: Market) -> &mut ZonePrices {
         let at = match self
             .prices
             .iter()
