@@ -8,7 +8,11 @@ use anyhow::{Context, bail};
 
 use super::files::{describe, read_policy, read_scenario, read_settings, read_trace};
 use super::input::{Problems, SettingsIn};
-use super::{Plan, table};
+use super::{Plan, chart, table};
+
+/// The chart's size in pixels: three panels readable on a laptop screen.
+const CHART_WIDTH: u32 = 1200;
+const CHART_HEIGHT: u32 = 900;
 use crate::catalog::bundled::bundled_snapshot;
 
 /// How results are printed.
@@ -102,7 +106,14 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         }
     }
     if let Some(path) = &args.chart {
-        let _ = (path, &runs);
+        let series: Vec<_> = runs
+            .iter()
+            .map(|r| (r.report.name.as_str(), &r.timeline))
+            .collect();
+        let svg = chart::render_svg(&series, CHART_WIDTH, CHART_HEIGHT)?;
+        std::fs::write(path, svg)
+            .with_context(|| format!("cannot write the chart {}", path.display()))?;
+        eprintln!("chart written to {}", path.display());
     }
     Ok(())
 }

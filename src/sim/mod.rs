@@ -2,6 +2,7 @@
 //! replay run for every policy and the baselines, and the results as JSON, a terminal table
 //! or an SVG chart.
 
+pub mod chart;
 pub mod cli;
 pub mod files;
 pub mod input;
