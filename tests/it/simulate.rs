@@ -1173,3 +1173,42 @@ fn the_seed_scenario_matches_a_hand_computation() {
         "{mix}"
     );
 }
+
+#[test]
+fn the_chart_is_written_with_every_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("seed.svg");
+    let out = run(&[
+        "--scenario",
+        seed_scenario().to_str().unwrap(),
+        "--chart",
+        chart.to_str().unwrap(),
+    ]);
+    stdout(&out);
+    let svg = std::fs::read_to_string(&chart).expect("the chart file");
+    assert!(
+        svg.starts_with("<svg") || svg.contains("<svg "),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+    for name in [
+        "spot-first",
+        "spot-mix",
+        BASELINES[0],
+        BASELINES[1],
+        BASELINES[2],
+    ] {
+        assert!(svg.contains(name), "{name} missing from the legend");
+    }
+    for label in ["workers", "jobs queued", "cost ($)"] {
+        assert!(svg.contains(label), "{label} missing");
+    }
+    // A chart that cannot be written fails the command.
+    let bad = run(&[
+        "--scenario",
+        seed_scenario().to_str().unwrap(),
+        "--chart",
+        "/nonexistent/dir/seed.svg",
+    ]);
+    assert!(failure(&bad).contains("cannot write the chart"));
+}
