@@ -10,7 +10,7 @@
 //! decision avoids). Jobs are placed greedily in priority order onto ready workers.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -27,6 +27,9 @@ use crate::core::scale::{
 };
 
 const HOUR_MS: f64 = 3_600_000.0;
+/// Queued jobs that do not fit looked past before placement gives up until the next event,
+/// as a batch scheduler's backfill bounds how deep it looks.
+pub const BACKFILL_DEPTH: usize = 256;
 
 /// How much longer a job runs on each instance type than on the pool's first one (1.0 when
 /// not listed).
@@ -141,7 +144,7 @@ struct Sim<'a> {
     meta: Vec<Meta>,
     jobs: Vec<SimJob>,
     /// Waiting job indices, in the order they are placed.
-    queue: Vec<usize>,
+    queue: VecDeque<usize>,
     heap: BinaryHeap<Reverse<(i64, u64, Ev)>>,
     seq: u64,
     next_num: u64,
@@ -180,7 +183,7 @@ pub fn replay(r: &Replay<'_>) -> PolicyRun {
         workers: Vec::new(),
         meta: Vec::new(),
         jobs: Vec::new(),
-        queue: Vec::new(),
+        queue: VecDeque::new(),
         heap: BinaryHeap::new(),
         seq: 0,
         next_num: 0,
@@ -453,10 +456,13 @@ impl Sim<'_> {
         self.waiting_gpus += u64::from(self.jobs[j].gpus);
     }
 
-    /// Starts every waiting job that fits on ready workers, in queue order.
+    /// Starts waiting jobs that fit on ready workers, in queue order, looking at most
+    /// `BACKFILL_DEPTH` jobs that do not fit deep (as a batch scheduler's backfill does), and
+    /// not at all while no ready worker has a free GPU: a long queue stays cheap.
     fn place(&mut self, t: i64) {
         let mut i = 0;
-        while i < self.queue.len() {
+        let mut passed = 0;
+        while i < self.queue.len() && passed < BACKFILL_DEPTH && self.any_free() {
             let j = self.queue[i];
             if let Some(chosen) = self.fit(j) {
                 self.queue.remove(i);
@@ -464,8 +470,15 @@ impl Sim<'_> {
                 self.start(j, chosen, t);
             } else {
                 i += 1;
+                passed += 1;
             }
         }
+    }
+
+    fn any_free(&self) -> bool {
+        self.workers.iter().zip(&self.meta).any(|(w, m)| {
+            m.ready && m.gpus_free > 0 && w.stopped_at_ms.is_none() && w.warning.is_none()
+        })
     }
 
     /// Workers (indices) a job would run on now, if it fits.

@@ -217,3 +217,23 @@ fn drawn_interruptions_are_reproducible_by_seed() {
     assert_eq!(a, run(&p, events(7), 48));
     assert_ne!(a, run(&p, events(8), 48));
 }
+
+#[test]
+fn a_job_that_cannot_fit_does_not_block_the_ones_behind_it() {
+    // At most one 4-GPU worker: the 8-GPU job never fits (and is reported unfinished); the
+    // 4-GPU job submitted after it runs 00:02-01:02 anyway.
+    let p = only(&[Market::OnDemand], &["g4dn.12xlarge"]);
+    let mut p = p;
+    p.max_workers = 1;
+    let big = TraceEvent::Job(JobSpec {
+        size: JobSize::Gpus(8),
+        ..match job("big", T, 60, None) {
+            TraceEvent::Job(j) => j,
+            _ => unreachable!(),
+        }
+    });
+    let r = run(&p, vec![big, job("small", T + MIN, 60, None)], 6);
+    assert_eq!((r.jobs_finished, r.jobs_unfinished), (1, 1), "{r:?}");
+    assert!(close(r.gpu_hours_used, 4.0));
+    assert_eq!(r.makespan_sec, None, "a job never finished");
+}
