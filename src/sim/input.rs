@@ -161,6 +161,9 @@ fn nonempty(v: &Option<String>) -> Option<String> {
     v.as_ref().filter(|s| !s.trim().is_empty()).cloned()
 }
 
+/// The longest duration a trace line may give: a year.
+const MAX_SPAN_SEC: f64 = 365.0 * 86_400.0;
+
 fn millis(sec: f64) -> i64 {
     (sec * 1000.0).round() as i64
 }
@@ -200,7 +203,7 @@ pub fn parse_row(
             );
         }
     }
-    let positive = |v: Option<f64>| v.filter(|x| x.is_finite() && *x > 0.0);
+    let positive = |v: Option<f64>| v.filter(|x| x.is_finite() && *x > 0.0 && *x <= MAX_SPAN_SEC);
     let event = match kind {
         TraceKind::Job => {
             let size = match (row.gpus, row.nodes) {
@@ -225,15 +228,19 @@ pub fn parse_row(
             };
             let duration = positive(row.duration_sec);
             if duration.is_none() {
-                fail("duration_sec", "is required and must be above 0".into());
+                fail(
+                    "duration_sec",
+                    format!("is required: above 0 and at most {MAX_SPAN_SEC} (a year)"),
+                );
             }
             let checkpoint = match row.checkpoint_interval_sec {
                 None => None,
-                Some(c) if c.is_finite() && c > 0.0 => Some(millis(c)),
+                Some(c) if c.is_finite() && c > 0.0 && c <= MAX_SPAN_SEC => Some(millis(c)),
                 Some(_) => {
                     fail(
                         "checkpoint_interval_sec",
-                        "must be above 0 (leave it out for a job that cannot resume)".into(),
+                        "must be above 0 and at most a year (leave it out for a job that cannot resume)"
+                            .into(),
                     );
                     None
                 }
@@ -309,7 +316,8 @@ pub fn parse_row(
             if duration.is_none() {
                 fail(
                     "duration_sec",
-                    "is required: how long the capacity is missing, above 0".into(),
+                    "is required: how long the capacity is missing, above 0 and at most a year"
+                        .into(),
                 );
             }
             match (at_ms, it, duration) {

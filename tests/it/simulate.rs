@@ -409,6 +409,11 @@ async fn bad_input_is_422_naming_the_field(backend: Backend) {
         (job(json!({"nodes": 2})), "trace[1].nodes"),
         (job(json!({"duration_sec": -60})), "trace[1].duration_sec"),
         (job(json!({"duration_sec": 0})), "trace[1].duration_sec"),
+        (job(json!({"duration_sec": 1e300})), "trace[1].duration_sec"),
+        (
+            job(json!({"checkpoint_interval_sec": 4e7})),
+            "trace[1].checkpoint_interval_sec",
+        ),
         (job(json!({"duration_sec": null})), "trace[1].duration_sec"),
         (
             job(json!({"checkpoint_interval_sec": 0})),

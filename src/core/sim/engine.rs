@@ -533,7 +533,7 @@ impl Sim<'_> {
         job.rate = 1.0 / slowest;
         job.first_start.get_or_insert(t);
         let left = (job.spec.duration_ms - job.work_done).max(0) as f64 / job.rate;
-        let done_at = job.productive_from + left.ceil() as i64;
+        let done_at = job.productive_from.saturating_add(left.ceil() as i64);
         let epoch = job.epoch;
         self.running += 1;
         self.running_gpus += u64::from(self.jobs[j].gpus);
