@@ -110,13 +110,18 @@ pub fn describe(name: &str, problems: &Problems) -> String {
     out
 }
 
+/// Reads a JSON file, naming the path of a field that does not read.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the {what} {}", path.display()))?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| anyhow::anyhow!("{}: `{}` {}", path.display(), e.path(), e.inner()))
+}
+
 /// Reads a policy file; its name is the file stem.
 pub fn read_policy(path: &Path) -> anyhow::Result<NamedPolicy> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the policy {}", path.display()))?;
-    let mut de = serde_json::Deserializer::from_str(&text);
-    let policy = serde_path_to_error::deserialize(&mut de)
-        .map_err(|e| anyhow::anyhow!("{}: `{}` {}", path.display(), e.path(), e.inner()))?;
+    let policy = read_json(path, "policy")?;
     let name = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -127,11 +132,7 @@ pub fn read_policy(path: &Path) -> anyhow::Result<NamedPolicy> {
 
 /// Reads settings in the shape of a scenario's `scenario.json`.
 pub fn read_settings(path: &Path) -> anyhow::Result<SettingsIn> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the settings {}", path.display()))?;
-    let mut de = serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(&mut de)
-        .map_err(|e| anyhow::anyhow!("{}: `{}` {}", path.display(), e.path(), e.inner()))
+    read_json(path, "settings")
 }
 
 /// Finds a scenario folder's trace, settings and policies (policies sorted by file name).

@@ -10,6 +10,7 @@ use crate::api::error::{ApiError, FieldError};
 use crate::api::policy_in::{PolicyIn, parse_policy};
 use crate::core::catalog::{CatalogSnapshot, Market};
 use crate::core::cost::day_start;
+use crate::core::policy::secs_to_ms;
 use crate::core::sim::Candidate;
 use crate::core::sim::baseline::BASELINES;
 use crate::core::sim::settings::{Billing, Settings, default_end_ms};
@@ -404,16 +405,11 @@ pub fn parse_settings(s: &SettingsIn, trace: &Trace, out: &mut Problems) -> Opti
         out.add("settings.end", "must be after the start");
     }
     let mut settings = Settings::new(start, end);
-    let secs = |v: u64| {
-        i64::try_from(v)
-            .unwrap_or(i64::MAX / 1000)
-            .saturating_mul(1000)
-    };
     if let Some(t) = s.tick_sec {
         if t == 0 || t > 3600 {
             out.add("settings.tick_sec", "must be 1 to 3600");
         }
-        settings.tick_ms = secs(t.max(1));
+        settings.tick_ms = secs_to_ms(t.max(1));
     }
     for (field, value, slot) in [
         ("startup_sec", s.startup_sec, &mut settings.startup_ms),
@@ -428,7 +424,7 @@ pub fn parse_settings(s: &SettingsIn, trace: &Trace, out: &mut Problems) -> Opti
             if v > 86_400 {
                 out.add(format!("settings.{field}"), "must be at most 86400");
             }
-            *slot = secs(v);
+            *slot = secs_to_ms(v);
         }
     }
     if s.billing_increment_sec.is_some() || s.billing_minimum_sec.is_some() {
@@ -437,8 +433,8 @@ pub fn parse_settings(s: &SettingsIn, trace: &Trace, out: &mut Problems) -> Opti
             out.add("settings.billing_increment_sec", "must be at least 1");
         }
         settings.billing = Some(Billing {
-            increment_ms: secs(increment.max(1)),
-            minimum_ms: secs(s.billing_minimum_sec.unwrap_or(0)),
+            increment_ms: secs_to_ms(increment.max(1)),
+            minimum_ms: secs_to_ms(s.billing_minimum_sec.unwrap_or(0)),
         });
     }
     out.is_empty().then_some(settings)

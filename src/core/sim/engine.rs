@@ -104,6 +104,14 @@ struct SimJob {
 }
 
 impl SimJob {
+    /// GPUs the job holds on each of its workers: all of them when it spans workers.
+    fn gpus_per_worker(&self, gpw: u32) -> u32 {
+        match self.whole_workers {
+            None => self.gpus,
+            Some(_) => gpw,
+        }
+    }
+
     fn work_at(&self, t: i64) -> i64 {
         let ran = (t - self.productive_from).max(0) as f64 * self.rate;
         (self.work_done + ran as i64).min(self.spec.duration_ms)
@@ -506,10 +514,7 @@ impl Sim<'_> {
     }
 
     fn start(&mut self, j: usize, chosen: Vec<usize>, t: i64) {
-        let per_worker = match self.jobs[j].whole_workers {
-            None => self.jobs[j].gpus,
-            Some(_) => self.gpw,
-        };
+        let per_worker = self.jobs[j].gpus_per_worker(self.gpw);
         let slowest = chosen
             .iter()
             .map(|&i| self.r.speed.factor(&self.workers[i].instance_type))
@@ -543,10 +548,7 @@ impl Sim<'_> {
     /// Frees a running job's GPUs and books the time it held them.
     fn release(&mut self, j: usize, t: i64) {
         let nums = std::mem::take(&mut self.jobs[j].workers);
-        let per_worker = match self.jobs[j].whole_workers {
-            None => self.jobs[j].gpus,
-            Some(_) => self.gpw,
-        };
+        let per_worker = self.jobs[j].gpus_per_worker(self.gpw);
         for num in nums {
             if let Some(i) = self.index_of(num) {
                 self.meta[i].gpus_free += per_worker;
@@ -708,13 +710,19 @@ impl Sim<'_> {
         let cost = m.cost;
         let w = &mut self.workers[i];
         w.stopped_at_ms = Some(t);
-        match w.market {
-            Market::OnDemand => self.cost.on_demand += cost,
-            Market::Spot => self.cost.spot += cost,
-        }
+        let market = w.market;
+        self.book(market, cost);
         if self.r.policy.daily_budget.is_none() {
             self.workers.swap_remove(i);
             self.meta.swap_remove(i);
+        }
+    }
+
+    /// Adds a closed bill to its market.
+    fn book(&mut self, market: Market, dollars: f64) {
+        match market {
+            Market::OnDemand => self.cost.on_demand += dollars,
+            Market::Spot => self.cost.spot += dollars,
         }
     }
 
@@ -857,10 +865,8 @@ impl Sim<'_> {
                 self.settle(i, end);
                 let m = &self.meta[i];
                 self.paid_gpu_ms += (end - m.launched_at).max(0) as f64 * f64::from(self.gpw);
-                match self.workers[i].market {
-                    Market::OnDemand => self.cost.on_demand += m.cost,
-                    Market::Spot => self.cost.spot += m.cost,
-                }
+                let (market, cost) = (self.workers[i].market, m.cost);
+                self.book(market, cost);
             }
         }
         let mut waits: Vec<f64> = self

@@ -3,6 +3,7 @@
 //! and how the provider bills.
 
 use crate::core::cost::DAY_MS;
+use crate::core::policy::secs_to_ms;
 
 /// Seconds between two decisions when not given: the reconciler's usual pace is 15-60 s.
 pub const DEFAULT_TICK_SEC: u64 = 60;
@@ -70,10 +71,10 @@ impl Settings {
         Self {
             start_ms,
             end_ms,
-            tick_ms: secs(DEFAULT_TICK_SEC),
-            startup_ms: secs(DEFAULT_STARTUP_SEC),
-            notice_ms: secs(DEFAULT_NOTICE_SEC),
-            restart_overhead_ms: secs(DEFAULT_RESTART_OVERHEAD_SEC),
+            tick_ms: secs_to_ms(DEFAULT_TICK_SEC),
+            startup_ms: secs_to_ms(DEFAULT_STARTUP_SEC),
+            notice_ms: secs_to_ms(DEFAULT_NOTICE_SEC),
+            restart_overhead_ms: secs_to_ms(DEFAULT_RESTART_OVERHEAD_SEC),
             billing: None,
             timeline_points: 1500,
         }
@@ -92,10 +93,6 @@ impl Settings {
 pub fn default_end_ms(last_event_ms: i64, longest_job_ms: i64) -> i64 {
     let t = last_event_ms.saturating_add(longest_job_ms.max(0));
     t - t.rem_euclid(DAY_MS) + DAY_MS
-}
-
-fn secs(s: u64) -> i64 {
-    i64::try_from(s).unwrap_or(i64::MAX / 1000) * 1000
 }
 
 #[cfg(test)]
