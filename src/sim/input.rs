@@ -162,6 +162,10 @@ fn nonempty(v: &Option<String>) -> Option<String> {
     v.as_ref().filter(|s| !s.trim().is_empty()).cloned()
 }
 
+/// The largest job a trace may hold: beyond any real training run.
+const MAX_JOB_GPUS: u32 = 1_000_000;
+const MAX_JOB_NODES: u32 = 100_000;
+
 /// The longest duration a trace line may give: a year.
 const MAX_SPAN_SEC: f64 = 365.0 * 86_400.0;
 
@@ -204,12 +208,12 @@ pub fn parse_row(
             );
         }
     }
-    let positive = |v: Option<f64>| v.filter(|x| x.is_finite() && *x > 0.0 && *x <= MAX_SPAN_SEC);
+    let positive = |v: Option<f64>| v.filter(|x| (1.0..=MAX_SPAN_SEC).contains(x));
     let event = match kind {
         TraceKind::Job => {
             let size = match (row.gpus, row.nodes) {
-                (Some(g), None) if g > 0 => Some(JobSize::Gpus(g)),
-                (None, Some(n)) if n > 0 => Some(JobSize::Nodes(n)),
+                (Some(g), None) if g > 0 && g <= MAX_JOB_GPUS => Some(JobSize::Gpus(g)),
+                (None, Some(n)) if n > 0 && n <= MAX_JOB_NODES => Some(JobSize::Nodes(n)),
                 (Some(_), Some(_)) => {
                     fail("nodes", "give either gpus or nodes, not both".into());
                     None
@@ -219,11 +223,11 @@ pub fn parse_row(
                     None
                 }
                 (Some(_), None) => {
-                    fail("gpus", "must be at least 1".into());
+                    fail("gpus", format!("must be 1 to {MAX_JOB_GPUS}"));
                     None
                 }
                 (None, Some(_)) => {
-                    fail("nodes", "must be at least 1".into());
+                    fail("nodes", format!("must be 1 to {MAX_JOB_NODES}"));
                     None
                 }
             };
@@ -231,16 +235,16 @@ pub fn parse_row(
             if duration.is_none() {
                 fail(
                     "duration_sec",
-                    format!("is required: above 0 and at most {MAX_SPAN_SEC} (a year)"),
+                    format!("is required: at least 1 and at most {MAX_SPAN_SEC} (a year)"),
                 );
             }
             let checkpoint = match row.checkpoint_interval_sec {
                 None => None,
-                Some(c) if c.is_finite() && c > 0.0 && c <= MAX_SPAN_SEC => Some(millis(c)),
+                Some(c) if (1.0..=MAX_SPAN_SEC).contains(&c) => Some(millis(c)),
                 Some(_) => {
                     fail(
                         "checkpoint_interval_sec",
-                        "must be above 0 and at most a year (leave it out for a job that cannot resume)"
+                        "must be at least 1 and at most a year (leave it out for a job that cannot resume)"
                             .into(),
                     );
                     None
@@ -317,7 +321,7 @@ pub fn parse_row(
             if duration.is_none() {
                 fail(
                     "duration_sec",
-                    "is required: how long the capacity is missing, above 0 and at most a year"
+                    "is required: how long the capacity is missing, at least 1 and at most a year"
                         .into(),
                 );
             }
@@ -429,6 +433,12 @@ pub fn parse_settings(s: &SettingsIn, trace: &Trace, out: &mut Problems) -> Opti
     }
     if s.billing_increment_sec.is_some() || s.billing_minimum_sec.is_some() {
         let increment = s.billing_increment_sec.unwrap_or(1);
+        if increment > 86_400 || s.billing_minimum_sec.is_some_and(|m| m > 86_400) {
+            out.add(
+                "settings.billing_minimum_sec",
+                "billing settings must be at most 86400",
+            );
+        }
         if increment == 0 {
             out.add("settings.billing_increment_sec", "must be at least 1");
         }

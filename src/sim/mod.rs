@@ -15,7 +15,7 @@ use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
 use crate::core::catalog::CatalogSnapshot;
 use crate::core::sim::report::{PolicyReport, PolicyRun};
 use crate::core::sim::settings::Settings;
-use crate::core::sim::trace::Trace;
+use crate::core::sim::trace::{Trace, TraceEvent};
 use crate::core::sim::{Candidate, run, with_baselines};
 use crate::timefmt::format_ms;
 use input::{
@@ -27,6 +27,8 @@ use input::{
 pub const MAX_TRACE_LINES: usize = 100_000;
 pub const MAX_POLICIES: usize = 10;
 pub const MAX_EVALUATIONS: u64 = 2_000_000;
+pub const MAX_RATE_AND_CAPACITY_LINES: usize = 1_000;
+pub const MAX_SIMULATED_WORKERS: u32 = 1_000;
 
 /// `POST /v1/simulate`: a trace, the policies to compare, and settings.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -159,6 +161,36 @@ pub fn plan_request(req: SimulateRequest, catalog: &CatalogSnapshot) -> Result<P
     );
     match plan {
         Some(plan) if problems.is_empty() => {
+            // Ticks alone do not bound the work: rate and capacity lines and large pools
+            // multiply it, so they are bounded too.
+            let incidents = plan
+                .trace
+                .events()
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e,
+                        TraceEvent::InterruptionRate { .. } | TraceEvent::CapacityError { .. }
+                    )
+                })
+                .count();
+            if incidents > MAX_RATE_AND_CAPACITY_LINES {
+                problems.add(
+                    "trace",
+                    format!("has {incidents} interruption_rate and capacity_error lines; at most {MAX_RATE_AND_CAPACITY_LINES}"),
+                );
+            }
+            for (i, c) in plan.candidates.iter().enumerate() {
+                if c.policy.max_workers > MAX_SIMULATED_WORKERS {
+                    problems.add(
+                        format!("policies[{i}].policy.max_workers"),
+                        format!("is {}; a simulation request allows at most {MAX_SIMULATED_WORKERS} (the command has no limit)", c.policy.max_workers),
+                    );
+                }
+            }
+            if !problems.is_empty() {
+                return Err(problems);
+            }
             if plan.evaluations() > MAX_EVALUATIONS {
                 problems.add(
                     "settings.tick_sec",

@@ -20,9 +20,9 @@ pub fn peak_workers(trace: &Trace, p: &Policy) -> u32 {
     let mut steps: Vec<(i64, i64)> = Vec::new();
     for j in trace.jobs() {
         let gpus = match j.size {
-            JobSize::Gpus(g) if g > gpw => g.div_ceil(gpw) * gpw,
+            JobSize::Gpus(g) if g > gpw => g.div_ceil(gpw).saturating_mul(gpw),
             JobSize::Gpus(g) => g,
-            JobSize::Nodes(n) => n * gpw,
+            JobSize::Nodes(n) => n.saturating_mul(gpw),
         };
         steps.push((j.at_ms, i64::from(gpus)));
         steps.push((j.at_ms.saturating_add(j.duration_ms), -i64::from(gpus)));

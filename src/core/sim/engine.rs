@@ -61,7 +61,8 @@ enum Ev {
     Ready(u64),
     Done(usize, u32),
     Reclaim(u64),
-    RateInterrupt(u64),
+    /// (worker, rate source, the source's generation when drawn)
+    RateInterrupt(u64, usize, u32),
 }
 
 /// What the simulator knows about a worker beyond what the decision sees.
@@ -141,6 +142,7 @@ struct RateSource {
     instance_type: Option<String>,
     rate_per_hour: f64,
     rng: Pcg64,
+    generation: u32,
 }
 
 struct Sim<'a> {
@@ -312,8 +314,11 @@ impl Sim<'_> {
                 let gpw = self.gpw;
                 let (gpus, whole_workers) = match spec.size {
                     JobSize::Gpus(g) if g <= gpw => (g.max(1), None),
-                    JobSize::Gpus(g) => (g, Some(g.div_ceil(gpw))),
-                    JobSize::Nodes(n) => (n.max(1) * gpw, Some(n.max(1))),
+                    // A job spanning workers holds them whole, and is queued as such.
+                    JobSize::Gpus(g) => {
+                        (g.div_ceil(gpw).saturating_mul(gpw), Some(g.div_ceil(gpw)))
+                    }
+                    JobSize::Nodes(n) => (n.max(1).saturating_mul(gpw), Some(n.max(1))),
                 };
                 // A job from before the window is submitted as it opens.
                 let spec = JobSpec {
@@ -390,12 +395,29 @@ impl Sim<'_> {
                 seed,
                 ..
             } => {
-                self.rates.push(RateSource {
-                    instance_type: instance_type.clone(),
-                    rate_per_hour: *rate_per_hour,
-                    rng: Pcg64::seed_from_u64(*seed),
-                });
-                let source = self.rates.len() - 1;
+                // A rate holds from its line until the next line for the same type.
+                let source = match self
+                    .rates
+                    .iter()
+                    .position(|r| r.instance_type == *instance_type)
+                {
+                    Some(i) => {
+                        let r = &mut self.rates[i];
+                        r.rate_per_hour = *rate_per_hour;
+                        r.rng = Pcg64::seed_from_u64(*seed);
+                        r.generation += 1;
+                        i
+                    }
+                    None => {
+                        self.rates.push(RateSource {
+                            instance_type: instance_type.clone(),
+                            rate_per_hour: *rate_per_hour,
+                            rng: Pcg64::seed_from_u64(*seed),
+                            generation: 0,
+                        });
+                        self.rates.len() - 1
+                    }
+                };
                 let spot: Vec<(u64, String)> = self
                     .workers
                     .iter()
@@ -449,7 +471,16 @@ impl Sim<'_> {
                     self.place(t);
                 }
             }
-            Ev::RateInterrupt(num) => self.warn(t, num),
+            Ev::RateInterrupt(num, source, generation) => {
+                // A later rate line for the same type replaced the one this was drawn from.
+                if self
+                    .rates
+                    .get(source)
+                    .is_some_and(|r| r.generation == generation)
+                {
+                    self.warn(t, num);
+                }
+            }
         }
     }
 
@@ -604,9 +635,15 @@ impl Sim<'_> {
     fn draw_interruption(&mut self, t: i64, num: u64, instance_type: &str, only: Option<usize>) {
         let end = self.r.settings.end_ms;
         let mut when = Vec::new();
-        for (k, src) in self.rates.iter_mut().enumerate() {
-            if only.is_some_and(|o| o != k)
-                || src.rate_per_hour <= 0.0
+        let range = match only {
+            Some(k) => k..k + 1,
+            None => 0..self.rates.len(),
+        };
+        for k in range {
+            let Some(src) = self.rates.get_mut(k) else {
+                continue;
+            };
+            if src.rate_per_hour <= 0.0
                 || src
                     .instance_type
                     .as_ref()
@@ -619,11 +656,11 @@ impl Sim<'_> {
             let hours = -(1.0 - u).ln() / src.rate_per_hour;
             let at = t as f64 + hours * HOUR_MS;
             if at < end as f64 {
-                when.push(at as i64);
+                when.push((at as i64, k, src.generation));
             }
         }
-        for at in when {
-            self.push(at, Ev::RateInterrupt(num));
+        for (at, k, generation) in when {
+            self.push(at, Ev::RateInterrupt(num, k, generation));
         }
     }
 

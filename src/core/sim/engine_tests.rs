@@ -237,3 +237,31 @@ fn a_job_that_cannot_fit_does_not_block_the_ones_behind_it() {
     assert!(close(r.gpu_hours_used, 4.0));
     assert_eq!(r.makespan_sec, None, "a job never finished");
 }
+
+#[test]
+fn a_later_rate_line_replaces_the_earlier_one() {
+    // A storm of 2 interruptions an hour ends at 01:00 with a rate of 0: far fewer
+    // interruptions than the storm for the whole day.
+    let mut p = test_policy();
+    p.spot_percentage = 100;
+    let events = |stop: bool| {
+        let mut e: Vec<TraceEvent> = (0..20)
+            .map(|i| job(&format!("j{i}"), T + i * 60 * MIN, 60, Some(10)))
+            .collect();
+        let rate = |at, r| TraceEvent::InterruptionRate {
+            at_ms: at,
+            instance_type: None,
+            rate_per_hour: r,
+            seed: 3,
+        };
+        e.push(rate(T, 2.0));
+        if stop {
+            e.push(rate(T + 60 * MIN, 0.0));
+        }
+        e
+    };
+    let storm = run(&p, events(false), 24);
+    let ended = run(&p, events(true), 24);
+    assert!(storm.interruptions >= 10, "{storm:?}");
+    assert!(ended.interruptions <= 5, "{ended:?}");
+}
