@@ -8,6 +8,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 
+use crate::api::auth::Auth;
 use crate::api::metrics::Metrics;
 use crate::catalog::bundled::BUNDLED;
 use crate::catalog::gpu_facts::{BUNDLED_GPUS_CSV, parse_gpu_facts};
@@ -42,6 +43,8 @@ pub struct AppState {
     pub activity: broadcast::Sender<String>,
     /// Names of pools whose target or cloud state just changed, for the reconciler.
     pub dirty: broadcast::Sender<String>,
+    /// API keys, webhook signatures and ingestion rate limits.
+    pub auth: Arc<Auth>,
 }
 
 impl AppState {
@@ -101,6 +104,8 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
             "loaded the bundled catalog into an empty database"
         );
     }
+    let auth = Arc::new(Auth::new(&store, serve)?);
+    secure_by_default(&store, serve, &auth).await?;
     let catalog = Arc::new(CatalogCache::default());
     catalog
         .reload(&store)
@@ -124,7 +129,32 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         metrics: Arc::new(Metrics::default()),
         remote_write: Arc::new(remote_write),
         max_decompressed_bytes: serve.max_ingest_bytes.saturating_mul(4),
+        auth,
     })
+}
+
+/// Makes the first admin key on a database that never had one, or says loudly that
+/// authentication is off.
+async fn secure_by_default(store: &Store, serve: &ServeConfig, auth: &Auth) -> anyhow::Result<()> {
+    if !auth.enabled() {
+        tracing::warn!(
+            "AUTHENTICATION IS OFF (--insecure-no-auth): anyone who can reach this server can \
+             change pools, the catalog and cloud capacity. Use it for local experiments only."
+        );
+        return Ok(());
+    }
+    let path = &serve.admin_key_file;
+    if crate::auth::issue::first_admin_key(store, path, now_ms())
+        .await
+        .with_context(|| format!("cannot create the first admin key in {}", path.display()))?
+    {
+        tracing::warn!(
+            path = %path.display(),
+            "no API key existed: made an admin key and wrote its token to this file (owner-only); \
+             use it to create narrower keys, then move or delete the file"
+        );
+    }
+    Ok(())
 }
 
 /// The provider adapters this process can drive: the static provider always, AWS and

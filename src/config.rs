@@ -130,6 +130,71 @@ pub struct ServeConfig {
     )]
     pub static_startup_delay_sec: u64,
 
+    /// Serve without API keys: every request may do everything. For local experiments only;
+    /// the server logs a warning at start.
+    #[arg(long, env = "TRAINSCALER_INSECURE_NO_AUTH", default_value_t = false)]
+    pub insecure_no_auth: bool,
+
+    /// Where the first start writes the admin key it makes when the database has no key yet
+    /// (mode 0600; written once, never again).
+    #[arg(
+        long,
+        env = "TRAINSCALER_ADMIN_KEY_FILE",
+        default_value = "data/admin.key"
+    )]
+    pub admin_key_file: std::path::PathBuf,
+
+    /// Serve `GET /metrics` without a key (for scrapers on a private network); by default it
+    /// needs a key with the `read` scope.
+    #[arg(long, env = "TRAINSCALER_METRICS_PUBLIC", default_value_t = false)]
+    pub metrics_public: bool,
+
+    /// Shared secrets for signed webhooks, `source=secret,source=secret` (secrets of 16
+    /// characters or more). Prefer the environment variable to the flag.
+    #[arg(
+        long,
+        env = "TRAINSCALER_WEBHOOK_SECRETS",
+        default_value = "",
+        hide_env_values = true,
+        hide_default_value = true
+    )]
+    pub webhook_secrets: String,
+
+    /// Seconds a signed webhook's timestamp may differ from the server's clock.
+    #[arg(
+        long,
+        env = "TRAINSCALER_WEBHOOK_REPLAY_WINDOW_SEC",
+        default_value_t = 300
+    )]
+    pub webhook_replay_window_sec: u64,
+
+    /// Requests handled at once (probes excepted); beyond it the server answers 503 with
+    /// `Retry-After` instead of queueing.
+    #[arg(
+        long,
+        env = "TRAINSCALER_MAX_CONCURRENT_REQUESTS",
+        default_value_t = 512
+    )]
+    pub max_concurrent_requests: usize,
+
+    /// Ingestion requests per second each API key (or webhook source) may send, on average;
+    /// 0 for no limit. Each replica counts its own.
+    #[arg(long, env = "TRAINSCALER_INGEST_RATE_PER_SEC", default_value_t = 50)]
+    pub ingest_rate_per_sec: u32,
+
+    /// Ingestion requests a key may send at once above its rate.
+    #[arg(long, env = "TRAINSCALER_INGEST_BURST", default_value_t = 100)]
+    pub ingest_burst: u32,
+
+    /// PEM certificate chain: serve HTTPS (with the key) instead of plain HTTP. The gRPC port
+    /// uses it too unless it has its own.
+    #[arg(long, env = "TRAINSCALER_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key for `TRAINSCALER_TLS_CERT`.
+    #[arg(long, env = "TRAINSCALER_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
     /// Most workers per instance type one static pool may have, as `type=count,type=count`;
     /// asking for more is an insufficient-capacity error (default: no limit).
     #[arg(long, env = "TRAINSCALER_STATIC_CAPACITY", default_value = "")]

@@ -1,5 +1,5 @@
 //! The `trainscaler` command: `serve` (default), `migrate`, `catalog import`, `catalog
-//! refresh`, `openapi`, `simulate`.
+//! refresh`, `keys`, `openapi`, `simulate`.
 
 use std::path::PathBuf;
 
@@ -29,7 +29,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTP service (the default).
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     /// Apply pending database migrations and exit.
     Migrate,
     /// Manage the instance catalog.
@@ -37,6 +37,9 @@ enum Command {
     Catalog(CatalogCommand),
     /// Print the OpenAPI document.
     Openapi,
+    /// Manage API keys.
+    #[command(subcommand)]
+    Keys(trainscaler::auth::cli::KeysCommand),
     /// Replay a trace through policies and the built-in baselines: what would it have cost?
     Simulate(trainscaler::sim::cli::SimulateArgs),
 }
@@ -78,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
     trainscaler::telemetry::init(config.log_format, &config.log_level);
     match cli.command {
         None => run_server(&config, default_serve_config()).await,
-        Some(Command::Serve(serve)) => run_server(&config, serve).await,
+        Some(Command::Serve(serve)) => run_server(&config, *serve).await,
         Some(Command::Migrate) => {
             let store = app::open_store(&config).await?;
             tracing::info!(database = %config.database_url, backend = store.backend(), "migrations applied");
@@ -95,6 +98,7 @@ async fn main() -> anyhow::Result<()> {
             region,
             instance_types,
         })) => refresh(&config, &provider, &region, &instance_types).await,
+        Some(Command::Keys(command)) => trainscaler::auth::cli::run(&config, command).await,
         Some(Command::Simulate(args)) => trainscaler::sim::cli::run(args),
         Some(Command::Openapi) => {
             println!("{}", trainscaler::api::openapi().to_pretty_json()?);

@@ -2,7 +2,7 @@
 //! routes, oversized bodies, timeouts -- leaves as `application/problem+json` (RFC 9457) with
 //! the offending fields named in `errors`. Internal causes are logged once and never sent.
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -46,6 +46,8 @@ pub struct ApiError {
     errors: Vec<FieldError>,
     /// Logged, never sent.
     source: Option<anyhow::Error>,
+    /// Sent as they are: `Retry-After`, `WWW-Authenticate`.
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
@@ -56,7 +58,71 @@ impl ApiError {
             detail: detail.into(),
             errors: Vec::new(),
             source: None,
+            headers: Vec::new(),
         }
+    }
+
+    /// Adds a response header.
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// 401: no API key, or one that is not valid. One answer for every kind of invalid key.
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", detail)
+            .with_field(
+                "Authorization",
+                "must be `Bearer <token>` with a valid API key",
+            )
+            .with_header(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"trainscaler\""),
+            )
+    }
+
+    /// 401 for a signed webhook whose signature headers do not check out.
+    pub fn bad_signature(header_name: &str, problem: impl Into<String>) -> Self {
+        let problem = problem.into();
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "bad-signature",
+            format!("`{header_name}` {problem}"),
+        )
+        .with_field(header_name, problem)
+    }
+
+    /// 403: a valid key without the scope this route needs.
+    pub fn forbidden(scope: &str) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("this API key lacks the `{scope}` scope this route needs"),
+        )
+        .with_field(
+            "Authorization",
+            format!("needs a key with the `{scope}` scope"),
+        )
+    }
+
+    /// 429: this key sent more than its share; `retry_after_secs` says when to try again.
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limited",
+            format!("this API key is over its ingestion rate; retry after {retry_after_secs} s"),
+        )
+        .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_secs))
+    }
+
+    /// 503 with `Retry-After`: the server sheds load rather than queue without bound.
+    pub fn overloaded(retry_after_secs: u64) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "the server is at its concurrent request limit; retry shortly",
+        )
+        .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_secs))
     }
 
     fn with_field(mut self, field: impl Into<String>, problem: impl Into<String>) -> Self {
@@ -210,9 +276,11 @@ impl IntoResponse for ApiError {
         }
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
         let mut response = (self.status, body).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
         response
     }
 }

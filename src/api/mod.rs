@@ -2,6 +2,7 @@
 //! stack (request ids, tracing by matched route, compression, timeouts, body limits, CORS,
 //! problem+json for every error).
 
+pub mod auth;
 pub mod benchmarks;
 pub mod catalog;
 mod cursor;
@@ -11,6 +12,8 @@ pub mod extract;
 pub mod fleet;
 pub mod health;
 pub mod keda;
+pub mod keys;
+pub mod limits;
 pub mod metrics;
 pub mod offerings;
 pub mod page;
@@ -57,6 +60,7 @@ use error::{ApiError, PROBLEM_JSON};
         (name = "fleet", description = "The whole fleet for dashboards and people"),
         (name = "keda", description = "KEDA's metrics-api scaler (the gRPC external scaler listens on its own port)"),
         (name = "simulate", description = "What would policies have cost on a trace: replays through the decision core"),
+        (name = "keys", description = "API keys: make, list, revoke (admin scope)"),
         (name = "health", description = "Probes and metrics"),
     )
 )]
@@ -100,6 +104,8 @@ fn routes(
         .routes(routes!(fleet::fleet_page))
         .routes(routes!(metrics::metrics))
         .routes(routes!(keda::keda_pool))
+        .routes(routes!(keys::create_key, keys::list_keys))
+        .routes(routes!(keys::revoke_key))
         .layer(RequestBodyLimitLayer::new(json_limit));
     let uploads = OpenApiRouter::new()
         .routes(routes!(catalog::import_catalog))
@@ -121,18 +127,21 @@ fn routes(
 
 /// The OpenAPI document, as committed in `openapi/openapi.json`.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    routes(1, 1, 1, 1).split_for_parts().1
+    let mut spec = routes(1, 1, 1, 1).split_for_parts().1;
+    auth::document(&mut spec);
+    spec
 }
 
 /// The whole HTTP application.
 pub fn router(state: AppState, config: &ServeConfig) -> Router {
-    let (api, spec) = routes(
+    let (api, mut spec) = routes(
         config.max_body_bytes,
         config.max_catalog_bytes,
         config.max_ingest_bytes,
         config.max_simulate_bytes,
     )
     .split_for_parts();
+    auth::document(&mut spec);
     let spec_json = spec.clone();
     api.route(
         "/openapi.json",
@@ -140,6 +149,12 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     )
     .merge(Scalar::with_url("/docs", spec))
     .fallback(|| async { ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
+    // Route layers run outermost-last: latency is recorded around the key check, so refused
+    // requests are counted too.
+    .route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_key,
+    ))
     .route_layer(middleware::from_fn_with_state(
         state.clone(),
         metrics::record_latency,
@@ -153,6 +168,11 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
         config.request_timeout(),
     ))
     .layer(middleware::from_fn(problem_for_bare_errors))
+    // Outside the timeout: a shed request costs nothing but the answer.
+    .layer(middleware::from_fn_with_state(
+        limits::ConcurrencyLimit::new(config.max_concurrent_requests),
+        limits::shed_when_full,
+    ))
     .layer(CompressionLayer::new())
     .layer(
         CorsLayer::new()

@@ -2,6 +2,8 @@
 //! chosen from the URL scheme. Both run the same SQL (written once, in `sql.rs`) against their
 //! own migrations; PostgreSQL adds cross-replica change notification.
 
+#[macro_use]
+mod keys;
 mod pool_sql;
 pub mod pools;
 mod postgres;
@@ -15,6 +17,7 @@ use crate::core::money::Micros;
 use crate::core::policy::Policy;
 use crate::core::scale::Worker;
 
+pub use keys::KeyRow;
 pub use pools::{
     CloudNotice, DecisionRead, DecisionWrite, EventPage, EventRow, IngestReport, LatestSignal,
     NewEvent, NewSample, NewWorker, NoticeOutcome, PoolRow, SyncReport,
@@ -332,5 +335,31 @@ impl Store {
 
     pub async fn prune_samples(&self, before_ms: i64) -> StoreResult<u64> {
         dispatch!(self, s => s.prune_samples(before_ms).await)
+    }
+
+    pub async fn create_key(&self, key: &KeyRow) -> StoreResult<()> {
+        dispatch!(self, s => s.create_key(key).await)
+    }
+
+    /// Stores `key` only if no key was ever stored (see the backends' docs); `hand_over` runs
+    /// before the commit and its failure keeps nothing.
+    pub async fn create_first_key(
+        &self,
+        key: &KeyRow,
+        hand_over: impl FnOnce() -> std::io::Result<()>,
+    ) -> StoreResult<bool> {
+        dispatch!(self, s => s.create_first_key(key, hand_over).await)
+    }
+
+    pub async fn active_key(&self, id: &str) -> StoreResult<Option<KeyRow>> {
+        dispatch!(self, s => s.active_key(id).await)
+    }
+
+    pub async fn keys(&self) -> StoreResult<Vec<KeyRow>> {
+        dispatch!(self, s => s.keys().await)
+    }
+
+    pub async fn revoke_key(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+        dispatch!(self, s => s.revoke_key(id, now_ms).await)
     }
 }

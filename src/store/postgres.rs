@@ -27,6 +27,8 @@ const CATALOG_LOCK_KEY: i64 = 0x7472_6169_6e73_6361; // "trainsca"
 /// beside the catalog's key because one key for both would block every catalog write while a
 /// leader exists.
 pub const LEADER_LOCK_KEY: i64 = 0x7265_636f_6e63_696c; // "reconcil"
+/// Serialises the first-start admin key between replicas starting together.
+const KEYS_LOCK_KEY: i64 = 0x6170_696b_6579_7331; // "apikeys1"
 
 /// The decision read, as text, so the locking variant can append to it.
 macro_rules! pool_read_sql {
@@ -119,6 +121,15 @@ impl PgStore {
         Ok(tx)
     }
 
+    /// Serialises first-start key creation between replicas for the transaction's length.
+    async fn lock_keys(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(KEYS_LOCK_KEY)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
     async fn lock_catalog(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(CATALOG_LOCK_KEY)
@@ -185,3 +196,4 @@ impl PgStore {
 
 shared_sql!(PgStore, Postgres);
 pool_sql!(PgStore, Postgres);
+key_sql!(PgStore, Postgres);

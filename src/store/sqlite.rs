@@ -92,6 +92,11 @@ impl SqliteStore {
     }
 
     /// `BEGIN IMMEDIATE` already holds the only write lock there is.
+    async fn lock_keys(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// `BEGIN IMMEDIATE` already holds the only write lock there is.
     async fn lock_catalog(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
         Ok(())
     }
@@ -143,3 +148,4 @@ impl SqliteStore {
 
 shared_sql!(SqliteStore, Sqlite);
 pool_sql!(SqliteStore, Sqlite);
+key_sql!(SqliteStore, Sqlite);

@@ -175,10 +175,34 @@ async fn serve_with_no_configuration_answers_from_the_bundled_catalog() {
         let _ = child.kill();
         panic!("the server exited without listening:\n{}", server_log());
     };
-    let response = reqwest::get(format!(
-        "http://{addr}/v1/offerings?gpu=A100&min_gpus=8&limit=1000"
-    ))
-    .await;
+    // Secure by default: the first start wrote an admin key for its owner only, said where,
+    // and the API refuses requests without it.
+    let key_file = dir.path().join("data/admin.key");
+    let token = std::fs::read_to_string(&key_file).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; the server said:\n{}",
+            key_file.display(),
+            server_log()
+        )
+    });
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
+    assert!(
+        server_log().contains("data/admin.key"),
+        "the log names the key file:\n{}",
+        server_log()
+    );
+    let url = format!("http://{addr}/v1/offerings?gpu=A100&min_gpus=8&limit=1000");
+    let refused = reqwest::get(&url).await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let response = reqwest::Client::new()
+        .get(&url)
+        .bearer_auth(token.trim())
+        .send()
+        .await;
     let body: serde_json::Value = match response {
         Ok(r) => r.json().await.unwrap(),
         Err(e) => {

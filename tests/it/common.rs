@@ -23,6 +23,8 @@ pub enum Backend {
 /// SQLite file in a temporary folder.
 pub struct TestDb {
     pub url: String,
+    /// The admin token the first server on this database made at its first start.
+    pub admin_token: std::sync::OnceLock<String>,
     pg: Option<(String, String)>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -39,6 +41,7 @@ impl TestDb {
                 let url = format!("sqlite://{}/nested/trainscaler.db", dir.path().display());
                 Self {
                     url,
+                    admin_token: Default::default(),
                     pg: None,
                     _dir: Some(dir),
                 }
@@ -74,6 +77,7 @@ impl TestDb {
                 };
                 Self {
                     url,
+                    admin_token: Default::default(),
                     pg: Some((admin, name)),
                     _dir: None,
                 }
@@ -137,7 +141,30 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         static_startup_delay_sec: 0,
         static_capacity: String::new(),
         catalog_refresh_interval_sec: 0,
+        insecure_no_auth: false,
+        // Replaced per server by spawn_with, which reads the token back.
+        admin_key_file: std::path::PathBuf::new(),
+        metrics_public: false,
+        webhook_secrets: String::new(),
+        webhook_replay_window_sec: 300,
+        max_concurrent_requests: 512,
+        ingest_rate_per_sec: 0,
+        ingest_burst: 100,
+        tls_cert: None,
+        tls_key: None,
     }
+}
+
+/// A client that sends `token` as its bearer key on every request.
+pub fn client_with_key(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+        .expect("a token is a valid header value");
+    headers.insert(reqwest::header::AUTHORIZATION, value);
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("HTTP client")
 }
 
 /// The real server on a random loopback port, with its own database.
@@ -170,8 +197,20 @@ impl TestApp {
     }
 
     /// A server over `db` with these settings.
-    pub async fn spawn_with(db: Arc<TestDb>, serve: ServeConfig) -> Self {
+    pub async fn spawn_with(db: Arc<TestDb>, mut serve: ServeConfig) -> Self {
+        let key_dir = tempfile::tempdir().expect("temporary folder");
+        if serve.admin_key_file.as_os_str().is_empty() {
+            serve.admin_key_file = key_dir.path().join("admin.key");
+        }
         let state = app::prepare(&db.config(), &serve).await.expect("start-up");
+        // The first server on a database writes the admin key; replicas use the same one.
+        if let Ok(token) = std::fs::read_to_string(&serve.admin_key_file) {
+            let _ = db.admin_token.set(token.trim().to_string());
+        }
+        let client = match db.admin_token.get() {
+            Some(token) if !serve.insecure_no_auth => client_with_key(token),
+            _ => reqwest::Client::new(),
+        };
         // Bound before the server task starts, so the first request cannot race it.
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().unwrap();
@@ -200,7 +239,7 @@ impl TestApp {
         Self {
             addr,
             grpc_addr,
-            client: reqwest::Client::new(),
+            client,
             db,
             state: kept_state,
             serve: kept_serve,
@@ -356,9 +395,15 @@ pub async fn post_declaring_length(
     let mut stream = tokio::net::TcpStream::connect(app.addr)
         .await
         .expect("connect");
+    let authorization = app
+        .db
+        .admin_token
+        .get()
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let head = format!(
         "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {content_type}\r\n\
-         content-length: {content_length}\r\n\r\n",
+         {authorization}content-length: {content_length}\r\n\r\n",
         app.addr
     );
     stream.write_all(head.as_bytes()).await.expect("write head");

@@ -2,6 +2,7 @@
 //! default postgres://postgres@127.0.0.1:5432/postgres) and SQLite files.
 
 mod alibaba_mock;
+mod auth;
 mod aws_moto;
 mod aws_wire;
 mod cli;

@@ -1,0 +1,291 @@
+//! Authentication and authorisation at the edge: which scope each route needs, the middleware
+//! that checks the bearer key (or a webhook's signature) against it, per-key rate limits on
+//! ingestion, and the security scheme in the OpenAPI document.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota};
+
+use super::error::ApiError;
+use crate::app::AppState;
+use crate::auth::scope::{Scope, Scopes};
+use crate::auth::verifier::{KeyVerifier, Principal, VerifyError};
+use crate::auth::webhook_signature::{
+    SIGNATURE_HEADER, SOURCE_HEADER, TIMESTAMP_HEADER, WebhookSecrets,
+};
+use crate::config::ServeConfig;
+use crate::store::Store;
+
+/// What a route asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Probes and the API's own description.
+    Open,
+    Needs(Scope),
+}
+
+/// The scope a route needs, by method and route template. Anything not named here needs
+/// `admin` for writes and `read` for reads, so a new route is never open by accident.
+pub fn access(method: &Method, route: &str, metrics_public: bool) -> Access {
+    match route {
+        "/healthz" | "/readyz" | "/openapi.json" => return Access::Open,
+        r if r == "/docs" || r.starts_with("/docs/") => return Access::Open,
+        "/metrics" if metrics_public => return Access::Open,
+        _ => {}
+    }
+    if *method == Method::GET || *method == Method::HEAD {
+        return Access::Needs(Scope::Read);
+    }
+    Access::Needs(match route {
+        "/decide" | "/v1/benchmarks/plan" | "/v1/simulate" => Scope::Decide,
+        "/v1/prices" | "/v1/benchmarks" => Scope::Ingest,
+        r if r.starts_with("/v1/webhooks/") => Scope::Ingest,
+        _ => Scope::Admin,
+    })
+}
+
+/// Everything the middleware needs, built once at start.
+#[derive(Debug)]
+pub struct Auth {
+    /// `None` when the server runs with `--insecure-no-auth`.
+    verifier: Option<KeyVerifier>,
+    webhooks: WebhookSecrets,
+    metrics_public: bool,
+    limiter: Option<DefaultKeyedRateLimiter<String>>,
+    max_signed_body: usize,
+}
+
+impl Auth {
+    pub fn new(store: &Store, serve: &ServeConfig) -> anyhow::Result<Self> {
+        let verifier = if serve.insecure_no_auth {
+            None
+        } else {
+            Some(KeyVerifier::new(store.clone())?)
+        };
+        let webhooks =
+            WebhookSecrets::parse(&serve.webhook_secrets, serve.webhook_replay_window_sec)
+                .map_err(|e| anyhow::anyhow!("TRAINSCALER_WEBHOOK_SECRETS: {e}"))?;
+        let limiter = NonZeroU32::new(serve.ingest_rate_per_sec).map(|rate| {
+            let burst = NonZeroU32::new(serve.ingest_burst).unwrap_or(rate);
+            DefaultKeyedRateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
+        });
+        Ok(Self {
+            verifier,
+            webhooks,
+            metrics_public: serve.metrics_public,
+            limiter,
+            max_signed_body: serve.max_ingest_bytes,
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.verifier.is_some()
+    }
+
+    /// Argon2 verifications run so far (0 with authentication off).
+    pub fn slow_checks(&self) -> u64 {
+        self.verifier.as_ref().map_or(0, KeyVerifier::slow_checks)
+    }
+
+    /// Drops a revoked key from this replica's cache.
+    pub fn forget(&self, id: &str) {
+        if let Some(v) = &self.verifier {
+            v.forget(id);
+        }
+    }
+
+    fn check_rate(&self, principal: &Principal) -> Result<(), ApiError> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        limiter.check_key(&principal.name).map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64)
+        })
+    }
+}
+
+/// The route-layer middleware: lets the request through with its [`Principal`] in the
+/// extensions, or answers 401, 403 or 429.
+pub async fn require_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let auth = state.auth.clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    let needed = match access(req.method(), &route, auth.metrics_public) {
+        Access::Open => return next.run(req).await,
+        Access::Needs(scope) => scope,
+    };
+    match authorise(&auth, needed, req).await {
+        Ok(req) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn authorise(auth: &Arc<Auth>, needed: Scope, mut req: Request) -> Result<Request, ApiError> {
+    let principal = match &auth.verifier {
+        None => Principal {
+            name: "anonymous".into(),
+            scopes: Scopes::new([Scope::Admin]),
+        },
+        Some(verifier) => {
+            let (principal, rebuilt) = identify(auth, verifier, needed, req).await?;
+            req = rebuilt;
+            if !principal.scopes.allows(needed) {
+                return Err(ApiError::forbidden(needed.as_str()));
+            }
+            principal
+        }
+    };
+    if needed == Scope::Ingest {
+        auth.check_rate(&principal)?;
+    }
+    req.extensions_mut().insert(principal);
+    Ok(req)
+}
+
+/// Who sent the request: a bearer key, or for ingestion routes a webhook signature.
+async fn identify(
+    auth: &Auth,
+    verifier: &KeyVerifier,
+    needed: Scope,
+    req: Request,
+) -> Result<(Principal, Request), ApiError> {
+    // Owned before any await: a borrowed request would make this future not `Send`.
+    let bearer = req.headers().get(header::AUTHORIZATION).map(|value| {
+        value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim().to_string())
+            .unwrap_or_default()
+    });
+    if let Some(token) = bearer {
+        return match verifier.verify(&token).await {
+            Ok(p) => Ok((p, req)),
+            Err(VerifyError::Invalid) => Err(ApiError::unauthorized("the API key is not valid")),
+            Err(VerifyError::Store(e)) => Err(e.into()),
+            Err(e @ VerifyError::Internal(_)) => Err(ApiError::internal(e)),
+        };
+    }
+    if needed == Scope::Ingest
+        && !auth.webhooks.is_empty()
+        && req.headers().contains_key(SIGNATURE_HEADER)
+    {
+        return verify_signed(auth, req).await;
+    }
+    Err(ApiError::unauthorized(
+        "this route needs an API key: send `Authorization: Bearer <token>`",
+    ))
+}
+
+/// Reads the body (within the ingestion limit), checks its signature, and hands the body on.
+async fn verify_signed(auth: &Auth, req: Request) -> Result<(Principal, Request), ApiError> {
+    let source = header_text(&req, SOURCE_HEADER)?;
+    let timestamp = header_text(&req, TIMESTAMP_HEADER)?;
+    let signature = header_text(&req, SIGNATURE_HEADER)?;
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, auth.max_signed_body)
+        .await
+        .map_err(|_| {
+            ApiError::payload_too_large("the request body is larger than this route accepts")
+        })?;
+    let now_secs = crate::timefmt::now_ms() / 1000;
+    auth.webhooks
+        .verify(&source, &timestamp, &signature, &bytes, now_secs)
+        .map_err(|e| ApiError::bad_signature(e.header(), e.to_string()))?;
+    let principal = Principal {
+        name: format!("webhook:{source}"),
+        scopes: Scopes::new([Scope::Ingest]),
+    };
+    Ok((principal, Request::from_parts(parts, Body::from(bytes))))
+}
+
+fn header_text(req: &Request, name: &str) -> Result<String, ApiError> {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::bad_signature(name, "is missing"))
+}
+
+/// Adds the bearer scheme to `spec`, and to every operation that needs a key: the scope it
+/// needs, and its 401, 403 (and for ingestion 429) answers.
+pub fn document(spec: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{
+        HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+    };
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+
+    let components = spec.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "An API key (`tsk_...`) from `trainscaler keys create` or `POST /v1/keys`",
+                ))
+                .build(),
+        ),
+    );
+    let problem = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                super::error::PROBLEM_JSON,
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build()
+    };
+    for (path, item) in spec.paths.paths.iter_mut() {
+        let ops = [
+            (Method::GET, &mut item.get),
+            (Method::PUT, &mut item.put),
+            (Method::POST, &mut item.post),
+            (Method::DELETE, &mut item.delete),
+        ];
+        for (method, op) in ops {
+            let Some(op) = op else { continue };
+            let Access::Needs(scope) = access(&method, path, false) else {
+                continue;
+            };
+            op.security = Some(vec![SecurityRequirement::new(
+                "bearer",
+                Vec::<String>::new(),
+            )]);
+            let note = format!("Needs an API key with the `{scope}` scope.");
+            op.description = Some(match op.description.take() {
+                Some(d) if !d.is_empty() => format!("{d}\n\n{note}"),
+                _ => note,
+            });
+            let responses = &mut op.responses.responses;
+            responses
+                .entry("401".into())
+                .or_insert_with(|| problem("No API key, or not a valid one").into());
+            responses
+                .entry("403".into())
+                .or_insert_with(|| problem("The key lacks the scope this route needs").into());
+            if scope == Scope::Ingest {
+                responses.entry("429".into()).or_insert_with(|| {
+                    problem("The key is over its ingestion rate; see Retry-After").into()
+                });
+            }
+            responses.entry("503".into()).or_insert_with(|| {
+                problem("Overloaded (see Retry-After) or the database is unreachable").into()
+            });
+        }
+    }
+}

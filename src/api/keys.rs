@@ -1,0 +1,122 @@
+//! API keys over HTTP (admin scope): `POST /v1/keys` makes one and shows its token once,
+//! `GET /v1/keys` lists them without secrets, `DELETE /v1/keys/{id}` revokes one.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiError, Problem};
+use super::extract::{ApiJson, ApiPath};
+use crate::app::AppState;
+use crate::auth::issue::mint;
+use crate::auth::scope::{Scope, Scopes};
+use crate::store::KeyRow;
+use crate::timefmt::{format_ms, now_ms};
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyIn {
+    /// A label for people: who or what uses the key (1 to 100 characters).
+    pub name: String,
+    /// At least one of read, decide, ingest, admin (admin implies the others).
+    pub scopes: Vec<Scope>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyOut {
+    /// The 12 hex digits after `tsk_` in the token.
+    pub id: String,
+    pub name: String,
+    pub scopes: Vec<Scope>,
+    pub created_at: String,
+    /// When it was revoked; absent while it works.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedKey {
+    #[serde(flatten)]
+    pub key: KeyOut,
+    /// The bearer token. Shown in this answer only: the server keeps just its hash.
+    pub token: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyList {
+    /// Every key, revoked ones included, oldest first.
+    pub keys: Vec<KeyOut>,
+}
+
+fn key_out(row: &KeyRow) -> KeyOut {
+    KeyOut {
+        id: row.id.clone(),
+        name: row.name.clone(),
+        scopes: row.scopes.iter().collect(),
+        created_at: format_ms(row.created_at_ms),
+        revoked_at: row.revoked_at_ms.map(format_ms),
+    }
+}
+
+/// Makes an API key.
+#[utoipa::path(post, path = "/v1/keys", tag = "keys", request_body = KeyIn,
+    responses(
+        (status = 201, description = "Created; the token is in this answer only", body = CreatedKey),
+        (status = 400, description = "Not JSON, an unknown field or scope", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An empty name or no scope", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create_key(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<KeyIn>,
+) -> Result<Response, ApiError> {
+    let name = body.name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(ApiError::invalid("name", "must be 1 to 100 characters"));
+    }
+    let scopes = Scopes::new(body.scopes);
+    if scopes.is_empty() {
+        return Err(ApiError::invalid("scopes", "must name at least one scope"));
+    }
+    let issued = tokio::task::spawn_blocking({
+        let name = name.to_string();
+        move || mint(&name, scopes, now_ms())
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
+    state.store.create_key(&issued.row).await?;
+    let out = CreatedKey {
+        key: key_out(&issued.row),
+        token: issued.token,
+    };
+    Ok((StatusCode::CREATED, Json(out)).into_response())
+}
+
+/// Lists API keys (never their secrets).
+#[utoipa::path(get, path = "/v1/keys", tag = "keys",
+    responses((status = 200, description = "Every key", body = KeyList)))]
+pub async fn list_keys(State(state): State<AppState>) -> Result<Json<KeyList>, ApiError> {
+    let keys = state.store.keys().await?.iter().map(key_out).collect();
+    Ok(Json(KeyList { keys }))
+}
+
+/// Revokes an API key: at once on this replica, within 10 s on the others.
+#[utoipa::path(delete, path = "/v1/keys/{id}", tag = "keys",
+    params(("id" = String, Path, description = "Key id (the 12 hex digits after `tsk_`)")),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 404, description = "No live key with this id", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn revoke_key(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
+    if !state.store.revoke_key(&id, now_ms()).await? {
+        return Err(ApiError::not_found("id", format!("no live key `{id}`")));
+    }
+    state.auth.forget(&id);
+    Ok(StatusCode::NO_CONTENT)
+}

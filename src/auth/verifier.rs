@@ -1,0 +1,170 @@
+//! Checks presented bearer tokens against the stored keys.
+//!
+//! Argon2 is slow on purpose (tens of milliseconds), far too slow to pay on every request. A
+//! key that verified once is cached for [`CACHE_TTL`] as the SHA-256 of its secret, so the
+//! next requests cost one hash and a constant-time comparison. Everything that fails the
+//! cache -- an unknown id, a wrong secret for a known id, a malformed token -- pays one Argon2
+//! verification (against a dummy hash when there is no row), so how long a refusal takes does
+//! not tell an unknown key from a wrong secret. Argon2 runs on the blocking pool, at most
+//! [`MAX_CONCURRENT_HASHES`] at a time, which bounds what a flood of bad keys can cost in CPU
+//! and memory (19 MiB each).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::Semaphore;
+
+use super::scope::Scopes;
+use super::token::{Token, hash_secret, verify_secret};
+use crate::store::{Store, StoreError};
+
+/// How long a verified key is trusted without looking at the database again: a key revoked on
+/// another replica stops working there within this long (at once on the replica revoking it).
+pub const CACHE_TTL: Duration = Duration::from_secs(10);
+/// Argon2 verifications in flight at once.
+pub const MAX_CONCURRENT_HASHES: usize = 4;
+/// Entries kept before expired ones are swept.
+const CACHE_SWEEP_AT: usize = 10_000;
+
+/// Who a request comes from once its key checked out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// `key:<id>`, `webhook:<source>`, or `anonymous` when authentication is off.
+    pub name: String,
+    pub scopes: Scopes,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// The token is not one of our live keys. Deliberately carries no reason.
+    #[error("invalid API key")]
+    Invalid,
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("key verification failed: {0}")]
+    Internal(String),
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    digest: [u8; 32],
+    scopes: Scopes,
+    until: Instant,
+}
+
+/// The key checker every replica holds.
+#[derive(Debug)]
+pub struct KeyVerifier {
+    store: Store,
+    cache: Mutex<HashMap<String, Cached>>,
+    /// A hash of a secret nobody knows, verified against when no row matches.
+    dummy_hash: String,
+    hashes: Arc<Semaphore>,
+    /// Argon2 verifications run, for tests that every refusal pays the same.
+    slow_checks: AtomicU64,
+}
+
+fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+impl KeyVerifier {
+    pub fn new(store: Store) -> Result<Self, VerifyError> {
+        let unknown = Token::generate().map_err(|e| VerifyError::Internal(e.to_string()))?;
+        let dummy_hash =
+            hash_secret(&unknown.secret).map_err(|e| VerifyError::Internal(e.to_string()))?;
+        Ok(Self {
+            store,
+            cache: Mutex::new(HashMap::new()),
+            dummy_hash,
+            hashes: Arc::new(Semaphore::new(MAX_CONCURRENT_HASHES)),
+            slow_checks: AtomicU64::new(0),
+        })
+    }
+
+    /// The principal `presented` (the bearer token) stands for.
+    pub async fn verify(&self, presented: &str) -> Result<Principal, VerifyError> {
+        let token = Token::parse(presented);
+        if let Some(t) = &token
+            && let Some(scopes) = self.cached(t)
+        {
+            return Ok(Principal {
+                name: format!("key:{}", t.id),
+                scopes,
+            });
+        }
+        let row = match &token {
+            Some(t) => self.store.active_key(&t.id).await?,
+            None => None,
+        };
+        let (secret, stored) = match (&token, &row) {
+            (Some(t), Some(r)) => (t.secret.clone(), r.secret_hash.clone()),
+            // Same work as a real check, with an answer of no.
+            _ => (presented.to_string(), self.dummy_hash.clone()),
+        };
+        let permit = self
+            .hashes
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| VerifyError::Internal(e.to_string()))?;
+        self.slow_checks.fetch_add(1, Ordering::Relaxed);
+        let matched = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            verify_secret(&secret, &stored)
+        })
+        .await
+        .map_err(|e| VerifyError::Internal(e.to_string()))?;
+        match (token, row) {
+            (Some(t), Some(r)) if matched => {
+                self.remember(&t, r.scopes);
+                Ok(Principal {
+                    name: format!("key:{}", t.id),
+                    scopes: r.scopes,
+                })
+            }
+            _ => Err(VerifyError::Invalid),
+        }
+    }
+
+    fn cached(&self, t: &Token) -> Option<Scopes> {
+        let cache = self.cache.lock().ok()?;
+        let hit = cache.get(&t.id)?;
+        let same: bool = hit.digest.ct_eq(&digest(&t.secret)).into();
+        (same && hit.until > Instant::now()).then_some(hit.scopes)
+    }
+
+    fn remember(&self, t: &Token, scopes: Scopes) {
+        let Ok(mut cache) = self.cache.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        if cache.len() >= CACHE_SWEEP_AT {
+            cache.retain(|_, c| c.until > now);
+        }
+        cache.insert(
+            t.id.clone(),
+            Cached {
+                digest: digest(&t.secret),
+                scopes,
+                until: now + CACHE_TTL,
+            },
+        );
+    }
+
+    /// How many Argon2 verifications this verifier has run.
+    pub fn slow_checks(&self) -> u64 {
+        self.slow_checks.load(Ordering::Relaxed)
+    }
+
+    /// Forgets a key at once (this replica revoked it).
+    pub fn forget(&self, id: &str) {
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.remove(id);
+        }
+    }
+}

@@ -1,0 +1,534 @@
+//! API keys, scopes, signed webhooks, ingestion rate limits and load shedding, against the real
+//! server on both backends.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::common::{Backend, TestApp, TestDb, assert_problem, client_with_key, serve_config};
+use crate::on_both_backends;
+use trainscaler::auth::webhook_signature::sign;
+
+const POOL: &str = r#"{"provider": "aws", "region": "us-east-1", "instance_types": ["g4dn.12xlarge"], "max_workers": 4}"#;
+
+fn samples(at: &str) -> Value {
+    json!({"samples": [{"pool": "p", "name": "queue_depth", "value": 3, "at": at}]})
+}
+
+async fn put_pool(app: &TestApp) {
+    let r = app
+        .client
+        .put(app.url("/v1/pools/p"))
+        .header("content-type", "application/json")
+        .body(POOL)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+}
+
+/// Makes a key over HTTP with the admin key; returns its token and id.
+async fn make_key(app: &TestApp, scopes: &[&str]) -> (String, String) {
+    let r = app
+        .post_json("/v1/keys", &json!({"name": "test", "scopes": scopes}))
+        .await;
+    assert_eq!(r.status(), 201);
+    let body: Value = r.json().await.unwrap();
+    (
+        body["token"].as_str().unwrap().to_string(),
+        body["id"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Every operation of the OpenAPI document with its path parameters filled in.
+fn operations() -> Vec<(reqwest::Method, String, String)> {
+    let spec = serde_json::to_value(trainscaler::api::openapi()).unwrap();
+    let mut ops = Vec::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            let concrete = path
+                .replace("{provider}", "aws")
+                .replace("{instance_type}", "g4dn.12xlarge")
+                .replace("{name}", "p")
+                .replace("{pool}", "p")
+                .replace("{id}", "x");
+            let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            ops.push((m, path.clone(), concrete));
+        }
+    }
+    ops
+}
+
+async fn every_route_needs_the_scope_it_documents(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let anonymous = reqwest::Client::new();
+    let (read, _) = make_key(&app, &["read"]).await;
+    let (ingest, _) = make_key(&app, &["ingest"]).await;
+    let read = client_with_key(&read);
+    let ingest = client_with_key(&ingest);
+    let spec = serde_json::to_value(trainscaler::api::openapi()).unwrap();
+    let mut open = Vec::new();
+    for (method, path, url) in operations() {
+        let op = &spec["paths"][&path][method.as_str().to_lowercase()];
+        let documented = op["security"].is_array();
+        let r = anonymous
+            .request(method.clone(), app.url(&url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        if !documented {
+            open.push(path.clone());
+            assert_ne!(r.status(), 401, "{method} {path} is documented as open");
+            continue;
+        }
+        assert_eq!(
+            r.headers()["www-authenticate"],
+            "Bearer realm=\"trainscaler\"",
+            "{method} {path}"
+        );
+        assert_problem(r, 401, "Authorization").await;
+        // A read key passes reads and is refused everything else, with 403.
+        let r = read
+            .request(method.clone(), app.url(&url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let needs = op["description"].as_str().unwrap_or("");
+        if method == reqwest::Method::GET {
+            assert!(needs.contains("`read` scope"), "{path}: {needs}");
+            assert!(
+                ![401, 403].contains(&r.status().as_u16()),
+                "{method} {path}"
+            );
+        } else {
+            assert_problem(r, 403, "Authorization").await;
+        }
+        let r = ingest
+            .request(method.clone(), app.url(&url))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        let ingest_route = needs.contains("`ingest` scope");
+        assert_eq!(
+            r.status() != 403,
+            ingest_route,
+            "{method} {path}: {}",
+            r.status()
+        );
+    }
+    open.sort();
+    assert_eq!(open, ["/healthz", "/readyz"]);
+}
+
+async fn every_kind_of_bad_key_gets_the_same_answer_and_the_same_work(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (token, id) = make_key(&app, &["read"]).await;
+    assert!(app.get("/v1/pools").await.status().is_success());
+    let wrong_secret = format!("tsk_{id}_{}", "0".repeat(64));
+    let unknown_id = format!("tsk_000000000000_{}", "0".repeat(64));
+    let revoked = {
+        let (t, revoked_id) = make_key(&app, &["read"]).await;
+        let r = app
+            .client
+            .delete(app.url(&format!("/v1/keys/{revoked_id}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204);
+        t
+    };
+    let mut bodies = Vec::new();
+    for bad in [wrong_secret.as_str(), &unknown_id, "not-a-token", &revoked] {
+        let before = app.state.auth.slow_checks();
+        let r = client_with_key(bad)
+            .get(app.url("/v1/pools"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{bad}");
+        // Each refusal ran exactly one Argon2 verification, whether or not the id exists.
+        assert_eq!(app.state.auth.slow_checks(), before + 1, "{bad}");
+        bodies.push(r.text().await.unwrap());
+    }
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:?}");
+    // A good key verifies once, then comes from the cache.
+    let good = client_with_key(&token);
+    assert!(
+        good.get(app.url("/v1/pools"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+    let before = app.state.auth.slow_checks();
+    for _ in 0..3 {
+        assert!(
+            good.get(app.url("/v1/pools"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .is_success()
+        );
+    }
+    assert_eq!(app.state.auth.slow_checks(), before);
+    // "Bearer" is case-insensitive; other schemes are not keys.
+    let r = reqwest::Client::new()
+        .get(app.url("/v1/pools"))
+        .header("authorization", format!("bearer {token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = reqwest::Client::new()
+        .get(app.url("/v1/pools"))
+        .basic_auth("user", Some(&token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}
+
+async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (token, id) = make_key(&app, &["decide", "read"]).await;
+    let list = app.get_json("/v1/keys").await;
+    let text = list.to_string();
+    assert!(
+        !text.contains(&token[20..]),
+        "no secret in the list: {text}"
+    );
+    assert!(!text.contains("argon2"), "no hash in the list: {text}");
+    let keys = list["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 2, "{list}");
+    assert_eq!(keys[0]["scopes"], json!(["admin"]));
+    assert_eq!(keys[1]["id"], id.as_str());
+    assert_eq!(keys[1]["scopes"], json!(["read", "decide"]));
+    // The new key decides but may not change pools.
+    let decider = client_with_key(&token);
+    let r = decider
+        .put(app.url("/v1/pools/p"))
+        .header("content-type", "application/json")
+        .body(POOL)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 403, "Authorization").await;
+    // Revoked: refused at once on this replica.
+    let r = app
+        .client
+        .delete(app.url(&format!("/v1/keys/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let r = decider.get(app.url("/v1/pools")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let r = app
+        .client
+        .delete(app.url(&format!("/v1/keys/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 404, "id").await;
+    let list = app.get_json("/v1/keys").await;
+    assert!(list["keys"][1]["revoked_at"].is_string(), "{list}");
+    // Bad input names its field.
+    let r = app
+        .post_json("/v1/keys", &json!({"name": "x", "scopes": []}))
+        .await;
+    assert_problem(r, 422, "scopes").await;
+    let r = app
+        .post_json("/v1/keys", &json!({"name": "x", "scopes": ["root"]}))
+        .await;
+    assert_problem(r, 422, "scopes[0]").await;
+    let r = app
+        .post_json("/v1/keys", &json!({"name": " ", "scopes": ["read"]}))
+        .await;
+    assert_problem(r, 422, "name").await;
+}
+
+async fn a_key_from_the_command_line_works_on_the_running_server(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .args([
+            "keys",
+            "create",
+            "--scope",
+            "ingest,read",
+            "--name",
+            "scheduler",
+        ])
+        .env("DATABASE_URL", &app.db.url)
+        .env("TRAINSCALER_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(token.starts_with("tsk_"), "{token}");
+    put_pool(&app).await;
+    let client = client_with_key(&token);
+    let r = client
+        .post(app.url("/v1/webhooks/metrics"))
+        .json(&samples("2026-12-02T10:00:00Z"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = client.get(app.url("/v1/pools/p")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r = client.delete(app.url("/v1/pools/p")).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    let list = std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .args(["keys", "list"])
+        .env("DATABASE_URL", &app.db.url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(list.stdout).unwrap();
+    assert!(
+        text.contains("scheduler") && text.contains("read,ingest"),
+        "{text}"
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .args(["keys", "create", "--scope", "root"])
+        .env("DATABASE_URL", &app.db.url)
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scope"));
+}
+
+async fn only_the_first_start_makes_a_key(backend: Backend) {
+    let db = Arc::new(TestDb::new(backend).await);
+    let first = TestApp::spawn_on(db.clone(), false).await;
+    assert!(db.admin_token.get().is_some());
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = serve_config(true);
+    serve.admin_key_file = dir.path().join("again.key");
+    let second = TestApp::spawn_with(db.clone(), serve).await;
+    assert!(
+        !dir.path().join("again.key").exists(),
+        "a second start writes no key"
+    );
+    assert_eq!(
+        second.get_json("/v1/keys").await["keys"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    drop(first);
+}
+
+async fn insecure_mode_needs_no_key_and_makes_none(backend: Backend) {
+    let db = Arc::new(TestDb::new(backend).await);
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = serve_config(false);
+    serve.insecure_no_auth = true;
+    serve.admin_key_file = dir.path().join("admin.key");
+    let app = TestApp::spawn_with(db, serve).await;
+    assert!(!dir.path().join("admin.key").exists());
+    let r = reqwest::Client::new()
+        .get(app.url("/v1/pools"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    put_pool(&app).await;
+}
+
+async fn metrics_are_open_only_when_configured(backend: Backend) {
+    let db = Arc::new(TestDb::new(backend).await);
+    let closed = TestApp::spawn_on(db.clone(), false).await;
+    let r = reqwest::get(closed.url("/metrics")).await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(closed.get("/metrics").await.status(), 200);
+    let mut serve = serve_config(true);
+    serve.metrics_public = true;
+    let open = TestApp::spawn_with(db, serve).await;
+    let r = reqwest::get(open.url("/metrics")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    // Probes are always open.
+    assert_eq!(
+        reqwest::get(open.url("/healthz")).await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        reqwest::get(open.url("/readyz")).await.unwrap().status(),
+        200
+    );
+}
+
+const SECRET: &str = "dcgm-shared-secret-0123";
+
+async fn signed_webhooks_are_accepted_inside_the_window_only(backend: Backend) {
+    let db = Arc::new(TestDb::new(backend).await);
+    let mut serve = serve_config(false);
+    serve.webhook_secrets = format!("dcgm={SECRET}");
+    serve.webhook_replay_window_sec = 300;
+    let app = TestApp::spawn_with(db, serve).await;
+    put_pool(&app).await;
+    let now = trainscaler::timefmt::now_ms() / 1000;
+    let anonymous = reqwest::Client::new();
+    let send = |body: Vec<u8>, ts: i64, sig: String, path: &'static str| {
+        anonymous
+            .post(app.url(path))
+            .header("content-type", "application/json")
+            .header("x-trainscaler-source", "dcgm")
+            .header("x-trainscaler-timestamp", ts.to_string())
+            .header("x-trainscaler-signature", sig)
+            .body(body)
+            .send()
+    };
+    let body = serde_json::to_vec(&samples("2026-12-02T10:00:00Z")).unwrap();
+    let ts = now.to_string();
+    let good = sign(SECRET.as_bytes(), &ts, &body);
+    let r = send(body.clone(), now, good.clone(), "/v1/webhooks/metrics")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let stored = app.get_json("/fleet/p").await;
+    assert!(stored.to_string().contains("queue_depth"), "{stored}");
+    // A changed body, another source's secret, a stale timestamp: refused, naming the header.
+    let r = send(
+        b"{\"samples\": []}".to_vec(),
+        now,
+        good.clone(),
+        "/v1/webhooks/metrics",
+    )
+    .await
+    .unwrap();
+    assert_problem(r, 401, "x-trainscaler-signature").await;
+    let other = sign(b"another-secret-0123456", &ts, &body);
+    let r = send(body.clone(), now, other, "/v1/webhooks/metrics")
+        .await
+        .unwrap();
+    assert_problem(r, 401, "x-trainscaler-signature").await;
+    let old = now - 301;
+    let old_sig = sign(SECRET.as_bytes(), &old.to_string(), &body);
+    let r = send(body.clone(), old, old_sig, "/v1/webhooks/metrics")
+        .await
+        .unwrap();
+    assert_problem(r, 401, "x-trainscaler-timestamp").await;
+    // A signature is for ingestion only: it opens no other route.
+    let pool_sig = sign(SECRET.as_bytes(), &ts, POOL.as_bytes());
+    let r = anonymous
+        .put(app.url("/v1/pools/p"))
+        .header("content-type", "application/json")
+        .header("x-trainscaler-source", "dcgm")
+        .header("x-trainscaler-timestamp", ts.clone())
+        .header("x-trainscaler-signature", pool_sig)
+        .body(POOL)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 401, "Authorization").await;
+}
+
+async fn ingestion_is_rate_limited_per_key(backend: Backend) {
+    let db = Arc::new(TestDb::new(backend).await);
+    let mut serve = serve_config(false);
+    serve.ingest_rate_per_sec = 1;
+    serve.ingest_burst = 2;
+    let app = TestApp::spawn_with(db, serve).await;
+    put_pool(&app).await;
+    let (other, _) = make_key(&app, &["ingest"]).await;
+    let mut statuses = Vec::new();
+    for i in 0..3 {
+        let r = app
+            .post_json(
+                "/v1/webhooks/metrics",
+                &samples(&format!("2026-12-02T10:00:0{i}Z")),
+            )
+            .await;
+        statuses.push(r.status().as_u16());
+        if r.status() == 429 {
+            let wait: u64 = r.headers()["retry-after"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!((1..=2).contains(&wait), "{wait}");
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(body["type"], "/problems/rate-limited");
+        }
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    // Another key has its own budget, and reads are not limited.
+    let r = client_with_key(&other)
+        .post(app.url("/v1/webhooks/metrics"))
+        .json(&samples("2026-12-02T10:00:05Z"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(app.get("/v1/pools").await.status(), 200);
+}
+
+async fn requests_past_the_concurrency_limit_are_shed_with_retry_after(backend: Backend) {
+    let db = Arc::new(TestDb::new(backend).await);
+    let mut serve = serve_config(false);
+    serve.max_concurrent_requests = 1;
+    let app = TestApp::spawn_with(db, serve).await;
+    assert_eq!(app.get("/v1/pools").await.status(), 200);
+    // A request whose body never comes holds the only slot. If one of our probing requests
+    // held the slot at the moment it arrived, it was shed itself: open another.
+    let token = app.db.admin_token.get().unwrap();
+    let head = format!(
+        "POST /v1/webhooks/metrics HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\ncontent-length: 100\r\n\r\n{{"
+    );
+    let mut found = None;
+    for _ in 0..50 {
+        let mut held = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+        held.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let r = app.get("/v1/pools").await;
+        if r.status() == 503 {
+            found = Some((held, r));
+            break;
+        }
+    }
+    let (held, r) = found.expect("a second request is shed while the slot is held");
+    assert_eq!(r.headers()["retry-after"], "1");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["type"], "/problems/overloaded");
+    // Probes are never shed.
+    assert_eq!(app.get("/healthz").await.status(), 200);
+    assert_eq!(app.get("/readyz").await.status(), 200);
+    drop(held);
+    let mut served = false;
+    for _ in 0..100 {
+        if app.get("/v1/pools").await.status() == 200 {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(served, "the slot is freed when the held request ends");
+}
+
+on_both_backends!(
+    every_route_needs_the_scope_it_documents,
+    every_kind_of_bad_key_gets_the_same_answer_and_the_same_work,
+    keys_are_made_listed_and_revoked_over_http,
+    a_key_from_the_command_line_works_on_the_running_server,
+    only_the_first_start_makes_a_key,
+    insecure_mode_needs_no_key_and_makes_none,
+    metrics_are_open_only_when_configured,
+    signed_webhooks_are_accepted_inside_the_window_only,
+    ingestion_is_rate_limited_per_key,
+    requests_past_the_concurrency_limit_are_shed_with_retry_after,
+);
