@@ -342,7 +342,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let app = crate::api::router(state, serve);
-    tracing::info!(addr = %listener.local_addr()?, "listening");
+    if let (Some(cert), Some(key)) = (&serve.tls_cert, &serve.tls_key) {
+        let tls = crate::tls::server_config(cert, key)?;
+        let listener = crate::tls::TlsListener::new(listener, tls)?;
+        tracing::info!(addr = %listener.local_addr, tls = true, "listening");
+        return axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("server failed");
+    }
+    tracing::info!(addr = %listener.local_addr()?, tls = false, "listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

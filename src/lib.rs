@@ -19,3 +19,4 @@ pub mod snapshot;
 pub mod store;
 pub mod telemetry;
 pub mod timefmt;
+pub mod tls;

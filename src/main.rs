@@ -122,7 +122,11 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         database_url = %config.database_url,
         bind = %serve.bind,
         grpc_bind = %serve.grpc_bind,
-        grpc_tls = serve.grpc_tls_cert.is_some(),
+        tls = serve.tls_cert.is_some(),
+        grpc_tls = serve.grpc_tls_cert.is_some() || serve.tls_cert.is_some(),
+        auth = !serve.insecure_no_auth,
+        max_concurrent_requests = serve.max_concurrent_requests,
+        ingest_rate_per_sec = serve.ingest_rate_per_sec,
         log_format = ?config.log_format,
         log_level = %config.log_level,
         max_body_bytes = serve.max_body_bytes,
@@ -132,10 +136,12 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         no_seed = serve.no_seed,
         "effective configuration"
     );
-    let tls = trainscaler::keda::server::tls_config(
-        serve.grpc_tls_cert.as_deref(),
-        serve.grpc_tls_key.as_deref(),
-    )?;
+    // The gRPC port has its own certificate when given one, and the HTTP port's otherwise.
+    let (grpc_cert, grpc_key) = match (&serve.grpc_tls_cert, &serve.grpc_tls_key) {
+        (None, None) => (serve.tls_cert.as_deref(), serve.tls_key.as_deref()),
+        (cert, key) => (cert.as_deref(), key.as_deref()),
+    };
+    let tls = trainscaler::keda::server::tls_config(grpc_cert, grpc_key)?;
     let state = app::prepare(config, &serve).await?;
     let listener = TcpListener::bind(serve.bind)
         .await
