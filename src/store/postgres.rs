@@ -52,6 +52,15 @@ macro_rules! pool_read_sql {
     };
 }
 
+/// Takes the advisory lock `key` until the transaction ends (commit or rollback both free it).
+async fn advisory_xact_lock(tx: &mut Transaction<'static, Postgres>, key: i64) -> StoreResult<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(key)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
@@ -123,19 +132,11 @@ impl PgStore {
 
     /// Serialises first-start key creation between replicas for the transaction's length.
     async fn lock_keys(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(KEYS_LOCK_KEY)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
+        advisory_xact_lock(tx, KEYS_LOCK_KEY).await
     }
 
     async fn lock_catalog(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(CATALOG_LOCK_KEY)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
+        advisory_xact_lock(tx, CATALOG_LOCK_KEY).await
     }
 
     /// Queued in the transaction: PostgreSQL delivers it only if and when the commit succeeds.

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 use crate::common::{Backend, TestApp, TestDb, assert_problem, client_with_key, serve_config};
+use crate::http_pools::create_pool;
 use crate::on_both_backends;
 use trainscaler::auth::webhook_signature::sign;
 
@@ -17,15 +18,23 @@ fn samples(at: &str) -> Value {
 }
 
 async fn put_pool(app: &TestApp) {
-    let r = app
-        .client
-        .put(app.url("/v1/pools/p"))
+    let policy: Value = serde_json::from_str(POOL).unwrap();
+    create_pool(app, "p", &policy).await;
+}
+
+/// Sends `method url` with an empty JSON object as the body (ignored by routes without one).
+async fn send(
+    client: &reqwest::Client,
+    method: &reqwest::Method,
+    url: String,
+) -> reqwest::Response {
+    client
+        .request(method.clone(), url)
         .header("content-type", "application/json")
-        .body(POOL)
+        .body("{}")
         .send()
         .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+        .unwrap()
 }
 
 /// Makes a key over HTTP with the admin key; returns its token and id.
@@ -72,13 +81,7 @@ async fn every_route_needs_the_scope_it_documents(backend: Backend) {
     for (method, path, url) in operations() {
         let op = &spec["paths"][&path][method.as_str().to_lowercase()];
         let documented = op["security"].is_array();
-        let r = anonymous
-            .request(method.clone(), app.url(&url))
-            .header("content-type", "application/json")
-            .body("{}")
-            .send()
-            .await
-            .unwrap();
+        let r = send(&anonymous, &method, app.url(&url)).await;
         if !documented {
             open.push(path.clone());
             assert_ne!(r.status(), 401, "{method} {path} is documented as open");
@@ -91,13 +94,7 @@ async fn every_route_needs_the_scope_it_documents(backend: Backend) {
         );
         assert_problem(r, 401, "Authorization").await;
         // A read key passes reads and is refused everything else, with 403.
-        let r = read
-            .request(method.clone(), app.url(&url))
-            .header("content-type", "application/json")
-            .body("{}")
-            .send()
-            .await
-            .unwrap();
+        let r = send(&read, &method, app.url(&url)).await;
         let needs = op["description"].as_str().unwrap_or("");
         if method == reqwest::Method::GET {
             assert!(needs.contains("`read` scope"), "{path}: {needs}");
@@ -108,13 +105,7 @@ async fn every_route_needs_the_scope_it_documents(backend: Backend) {
         } else {
             assert_problem(r, 403, "Authorization").await;
         }
-        let r = ingest
-            .request(method.clone(), app.url(&url))
-            .header("content-type", "application/json")
-            .body("{}")
-            .send()
-            .await
-            .unwrap();
+        let r = send(&ingest, &method, app.url(&url)).await;
         let ingest_route = needs.contains("`ingest` scope");
         assert_eq!(
             r.status() != 403,

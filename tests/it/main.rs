@@ -25,3 +25,4 @@ mod scale_properties;
 mod select_cases;
 mod simulate;
 mod store_contract;
+mod tls;

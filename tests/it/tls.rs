@@ -1,0 +1,80 @@
+//! Native TLS on the HTTP port: with a certificate and key configured the server speaks only
+//! TLS, a client that trusts the certificate gets the API (auth included), and one client that
+//! never finishes its handshake does not hold up anyone else.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::{Backend, TestApp, TestDb, serve_config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_port_speaks_tls_with_the_configured_certificate() {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let mut serve = serve_config(false);
+    serve.tls_cert = Some(cert_path);
+    serve.tls_key = Some(key_path);
+    let app = TestApp::spawn_with(Arc::new(TestDb::new(Backend::Sqlite).await), serve).await;
+    let token = app.db.admin_token.get().expect("admin key written").clone();
+    let base = format!("https://localhost:{}", app.addr.port());
+
+    // A stalled client: connected, never says a word. Handshakes run in their own tasks, so
+    // the requests below must not wait behind it.
+    let _stalled = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+
+    let trusting = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .resolve("localhost", app.addr)
+        // Under the server's 10 s handshake timeout: a loop blocked on the stalled client
+        // would fail this, not merely slow it.
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let r = trusting
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Auth works the same over TLS: refused without the key, answered with it.
+    let r = trusting
+        .get(format!("{base}/v1/pools"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = trusting
+        .get(format!("{base}/v1/pools"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+
+    // A client that does not trust the certificate is refused in the handshake.
+    let untrusting = reqwest::Client::builder()
+        .resolve("localhost", app.addr)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let err = untrusting
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .expect_err("self-signed certificate accepted without trust");
+    assert!(err.is_connect(), "{err:?}");
+
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    let plain = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let answer = plain
+        .get(format!("http://{}/healthz", app.addr))
+        .send()
+        .await;
+    assert!(answer.is_err(), "plaintext answered: {answer:?}");
+}
