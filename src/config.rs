@@ -91,6 +91,11 @@ pub struct ServeConfig {
     #[arg(long, env = "TRAINSCALER_GRPC_TLS_KEY")]
     pub grpc_tls_key: Option<std::path::PathBuf>,
 
+    /// PEM CA certificate(s): when set, the gRPC port accepts only clients presenting a
+    /// certificate signed by one of them (mutual TLS; needs TLS on the gRPC port).
+    #[arg(long, env = "TRAINSCALER_GRPC_CLIENT_CA")]
+    pub grpc_client_ca: Option<std::path::PathBuf>,
+
     /// Hours raw metric samples are kept (the latest per series is always kept).
     #[arg(long, env = "TRAINSCALER_SAMPLE_RETENTION_HOURS", default_value_t = 48)]
     pub sample_retention_hours: u64,

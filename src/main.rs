@@ -124,6 +124,7 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         grpc_bind = %serve.grpc_bind,
         tls = serve.tls_cert.is_some(),
         grpc_tls = serve.grpc_tls_cert.is_some() || serve.tls_cert.is_some(),
+        grpc_mtls = serve.grpc_client_ca.is_some(),
         auth = !serve.insecure_no_auth,
         max_concurrent_requests = serve.max_concurrent_requests,
         ingest_rate_per_sec = serve.ingest_rate_per_sec,
@@ -141,7 +142,11 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         (None, None) => (serve.tls_cert.as_deref(), serve.tls_key.as_deref()),
         (cert, key) => (cert.as_deref(), key.as_deref()),
     };
-    let tls = trainscaler::keda::server::tls_config(grpc_cert, grpc_key)?;
+    let tls = trainscaler::keda::server::tls_config(
+        grpc_cert,
+        grpc_key,
+        serve.grpc_client_ca.as_deref(),
+    )?;
     let state = app::prepare(config, &serve).await?;
     let listener = TcpListener::bind(serve.bind)
         .await

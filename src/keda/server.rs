@@ -6,32 +6,45 @@ use std::path::Path;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
 use super::Scaler;
 use super::externalscaler::external_scaler_server::ExternalScalerServer;
 use crate::app::AppState;
 
-/// TLS for the gRPC port from PEM files, when both are given.
+/// TLS for the gRPC port from PEM files, when both are given; with `client_ca` the port also
+/// demands a client certificate signed by that CA (KEDA sends one from its TriggerAuthentication's
+/// `tlsClientCert`/`tlsClientKey`), which is how the port is authenticated: gRPC callers carry no
+/// API key.
 pub fn tls_config(
     cert: Option<&Path>,
     key: Option<&Path>,
+    client_ca: Option<&Path>,
 ) -> anyhow::Result<Option<ServerTlsConfig>> {
-    match (cert, key) {
-        (None, None) => Ok(None),
+    let read = |path: &Path| {
+        std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let tls = match (cert, key) {
+        (None, None) => {
+            if client_ca.is_some() {
+                anyhow::bail!(
+                    "TRAINSCALER_GRPC_CLIENT_CA needs TLS on the gRPC port (a certificate and key)"
+                );
+            }
+            return Ok(None);
+        }
         (Some(cert), Some(key)) => {
-            let cert =
-                std::fs::read(cert).with_context(|| format!("cannot read {}", cert.display()))?;
-            let key =
-                std::fs::read(key).with_context(|| format!("cannot read {}", key.display()))?;
-            Ok(Some(
-                ServerTlsConfig::new().identity(Identity::from_pem(cert, key)),
-            ))
+            ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?))
         }
         _ => anyhow::bail!(
             "gRPC TLS needs both TRAINSCALER_GRPC_TLS_CERT and TRAINSCALER_GRPC_TLS_KEY"
         ),
-    }
+    };
+    let tls = match client_ca {
+        Some(ca) => tls.client_ca_root(Certificate::from_pem(read(ca)?)),
+        None => tls,
+    };
+    Ok(Some(tls))
 }
 
 /// Serves the external scaler on an already-bound listener until `shutdown` resolves.

@@ -135,6 +135,7 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         grpc_bind: "127.0.0.1:0".parse().unwrap(),
         grpc_tls_cert: None,
         grpc_tls_key: None,
+        grpc_client_ca: None,
         reconcile_interval_sec: 15,
         reconcile: false,
         leader_lease_sec: 15,

@@ -422,20 +422,11 @@ mod wire {
     }
 }
 
-/// With a certificate and key configured, the gRPC port speaks TLS: a client that trusts the
-/// certificate gets answers, a plaintext client does not.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grpc_over_tls_with_configured_certificate() {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
-    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
-    let tls = trainscaler::keda::server::tls_config(Some(&cert_path), Some(&key_path))
-        .unwrap()
-        .expect("TLS configured");
-    assert!(trainscaler::keda::server::tls_config(Some(&cert_path), None).is_err());
-
+/// A server with the pool `secure` and, beside it, the gRPC port with `tls` on its own
+/// listener; returns the server (kept alive by the caller) and the gRPC address.
+async fn serve_grpc_with(
+    tls: tonic::transport::ServerTlsConfig,
+) -> (TestApp, std::net::SocketAddr) {
     let db = Arc::new(crate::common::TestDb::new(Backend::Sqlite).await);
     let app = TestApp::spawn_on(Arc::clone(&db), false).await;
     create_pool(&app, "secure", &t4_policy()).await;
@@ -450,6 +441,24 @@ async fn grpc_over_tls_with_configured_certificate() {
         Some(tls),
         std::future::pending(),
     ));
+    (app, addr)
+}
+
+/// With a certificate and key configured, the gRPC port speaks TLS: a client that trusts the
+/// certificate gets answers, a plaintext client does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_over_tls_with_configured_certificate() {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let tls = trainscaler::keda::server::tls_config(Some(&cert_path), Some(&key_path), None)
+        .unwrap()
+        .expect("TLS configured");
+    assert!(trainscaler::keda::server::tls_config(Some(&cert_path), None, None).is_err());
+
+    let (_app, addr) = serve_grpc_with(tls).await;
 
     let ca = tonic::transport::Certificate::from_pem(cert.cert.pem());
     let secure =
@@ -484,4 +493,94 @@ async fn grpc_over_tls_with_configured_certificate() {
             .await;
         assert!(refused.is_err(), "plaintext must not be answered over TLS");
     }
+}
+
+/// Asks `is_active` for the pool `secure` over TLS trusting `ca`, presenting `identity` (a PEM
+/// certificate and key) if given; any transport or handshake failure is an `Err`.
+async fn is_active_over_tls(
+    addr: std::net::SocketAddr,
+    ca: &str,
+    identity: Option<(&str, &str)>,
+) -> Result<bool, String> {
+    let mut tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+        .domain_name("localhost");
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(tonic::transport::Identity::from_pem(cert, key));
+    }
+    let channel =
+        tonic::transport::Endpoint::from_shared(format!("https://localhost:{}", addr.port()))
+            .unwrap()
+            .tls_config(tls)
+            .map_err(|e| e.to_string())?
+            .connect()
+            .await
+            .map_err(|e| format!("connect: {e:?}"))?;
+    ExternalScalerClient::new(channel)
+        .is_active(object(Some("secure")))
+        .await
+        .map(|r| r.into_inner().result)
+        .map_err(|e| format!("call: {e:?}"))
+}
+
+/// With a client CA configured (mutual TLS, what KEDA's `tlsClientCert` is for), the gRPC port
+/// answers only clients whose certificate that CA signed: none, or one from another CA, is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_with_a_client_ca_answers_only_certificates_it_signed() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let make_ca = |name: &str| {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
+    };
+    let ours = make_ca("trainscaler test CA");
+    let theirs = make_ca("someone else's CA");
+    let leaf = |name: &str, issuer: &CertifiedIssuer<'_, KeyPair>| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .signed_by(&key, issuer)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = leaf("localhost", &ours);
+    let (keda_cert, keda_key) = leaf("keda", &ours);
+    let (stranger_cert, stranger_key) = leaf("keda", &theirs);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str, pem: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, pem).unwrap();
+        p
+    };
+    let (cert_path, key_path, ca_path) = (
+        path("tls.crt", &server_cert),
+        path("tls.key", &server_key),
+        path("client-ca.crt", &ours.pem()),
+    );
+    // A client CA without TLS on the port would protect nothing: refused at start-up.
+    assert!(trainscaler::keda::server::tls_config(None, None, Some(&ca_path)).is_err());
+    let tls =
+        trainscaler::keda::server::tls_config(Some(&cert_path), Some(&key_path), Some(&ca_path))
+            .unwrap()
+            .expect("TLS configured");
+    let (_app, addr) = serve_grpc_with(tls).await;
+
+    let ca = ours.pem();
+    assert_eq!(
+        is_active_over_tls(addr, &ca, Some((&keda_cert, &keda_key))).await,
+        Ok(false)
+    );
+    let anonymous = is_active_over_tls(addr, &ca, None).await;
+    assert!(
+        anonymous.is_err(),
+        "answered without a client certificate: {anonymous:?}"
+    );
+    let stranger = is_active_over_tls(addr, &ca, Some((&stranger_cert, &stranger_key))).await;
+    assert!(
+        stranger.is_err(),
+        "answered a certificate from another CA: {stranger:?}"
+    );
 }
