@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{Method, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use base64::Engine;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 
@@ -125,8 +126,17 @@ pub async fn require_key(State(state): State<AppState>, req: Request, next: Next
         Access::Open => return next.run(req).await,
         Access::Needs(scope) => scope,
     };
+    // Browsers cannot send a bearer key, but they prompt for Basic credentials when asked: the
+    // HTML page alone offers that challenge, so API clients never see a login dialog.
+    let page = route == "/" && req.method() == Method::GET;
     match authorise(&auth, needed, req).await {
         Ok(req) => next.run(req).await,
+        Err(e) if page && e.status() == StatusCode::UNAUTHORIZED => e
+            .with_header(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"trainscaler\", charset=\"UTF-8\""),
+            )
+            .into_response(),
         Err(e) => e.into_response(),
     }
 }
@@ -161,15 +171,10 @@ async fn identify(
     req: Request,
 ) -> Result<(Principal, Request), ApiError> {
     // Owned before any await: a borrowed request would make this future not `Send`.
-    let bearer = req.headers().get(header::AUTHORIZATION).map(|value| {
-        value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim().to_string())
-            .unwrap_or_default()
-    });
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|value| credential(value.to_str().unwrap_or_default()));
     if let Some(token) = bearer {
         return match verifier.verify(&token).await {
             Ok(p) => Ok((p, req)),
@@ -187,6 +192,28 @@ async fn identify(
     Err(ApiError::unauthorized(
         "this route needs an API key: send `Authorization: Bearer <token>`",
     ))
+}
+
+/// The API key in an `Authorization` value: `Bearer <token>`, or `Basic` with the token as the
+/// password (what a browser sends after the fleet page's Basic challenge; the user name is
+/// ignored). Anything else yields an empty token, which verifies as invalid like any other.
+fn credential(value: &str) -> String {
+    let Some((scheme, rest)) = value.split_once(' ') else {
+        return String::new();
+    };
+    let rest = rest.trim();
+    if scheme.eq_ignore_ascii_case("bearer") {
+        return rest.to_string();
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        return base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .ok()
+            .and_then(|raw| String::from_utf8(raw).ok())
+            .and_then(|pair| pair.split_once(':').map(|(_, token)| token.to_string()))
+            .unwrap_or_default();
+    }
+    String::new()
 }
 
 /// Reads the body (within the ingestion limit), checks its signature, and hands the body on.

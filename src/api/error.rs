@@ -279,7 +279,8 @@ impl IntoResponse for ApiError {
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         for (name, value) in self.headers {
-            headers.insert(name, value);
+            // Appended: a 401 may carry more than one `WWW-Authenticate` challenge.
+            headers.append(name, value);
         }
         response
     }

@@ -171,7 +171,8 @@ async fn every_kind_of_bad_key_gets_the_same_answer_and_the_same_work(backend: B
         );
     }
     assert_eq!(app.state.auth.slow_checks(), before);
-    // "Bearer" is case-insensitive; other schemes are not keys.
+    // "Bearer" is case-insensitive; Basic carries the key as its password (the fleet page's
+    // browsers); other schemes are not keys.
     let r = reqwest::Client::new()
         .get(app.url("/v1/pools"))
         .header("authorization", format!("bearer {token}"))
@@ -181,7 +182,7 @@ async fn every_kind_of_bad_key_gets_the_same_answer_and_the_same_work(backend: B
     assert_eq!(r.status(), 200);
     let r = reqwest::Client::new()
         .get(app.url("/v1/pools"))
-        .basic_auth("user", Some(&token))
+        .header("authorization", format!("Token {token}"))
         .send()
         .await
         .unwrap();
@@ -511,7 +512,66 @@ async fn requests_past_the_concurrency_limit_are_shed_with_retry_after(backend: 
     assert!(served, "the slot is freed when the held request ends");
 }
 
+/// A browser cannot send a bearer key: the fleet page (and only it) challenges with Basic too,
+/// and a key sent as the Basic password is as good as a bearer one; a wrong one is not.
+async fn the_fleet_page_asks_browsers_for_the_key_as_a_password(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let anonymous = reqwest::Client::new();
+    let r = anonymous.get(app.url("/")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    let challenges: Vec<_> = r
+        .headers()
+        .get_all("www-authenticate")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        challenges,
+        [
+            "Bearer realm=\"trainscaler\"",
+            "Basic realm=\"trainscaler\", charset=\"UTF-8\""
+        ]
+    );
+    // JSON routes do not invite a login dialog.
+    let r = anonymous.get(app.url("/fleet")).send().await.unwrap();
+    assert_eq!(r.headers().get_all("www-authenticate").iter().count(), 1);
+
+    let (read, _) = make_key(&app, &["read"]).await;
+    let r = anonymous
+        .get(app.url("/"))
+        .basic_auth("anyone", Some(&read))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("<html"));
+    // The same credentials reach the JSON behind it.
+    let r = anonymous
+        .get(app.url("/fleet"))
+        .basic_auth("", Some(&read))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let wrong = format!("{}0", &read[..read.len() - 1]);
+    let wrong = if wrong == read {
+        format!("{}1", &read[..read.len() - 1])
+    } else {
+        wrong
+    };
+    for password in [Some(wrong.as_str()), None] {
+        let r = anonymous
+            .get(app.url("/"))
+            .basic_auth("anyone", password)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(r, 401, "Authorization").await;
+    }
+}
+
 on_both_backends!(
+    the_fleet_page_asks_browsers_for_the_key_as_a_password,
     every_route_needs_the_scope_it_documents,
     every_kind_of_bad_key_gets_the_same_answer_and_the_same_work,
     keys_are_made_listed_and_revoked_over_http,
