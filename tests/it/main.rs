@@ -18,6 +18,7 @@ mod http_surface;
 mod keda_grpc;
 mod moto;
 mod openapi_drift;
+mod pg_tls;
 mod reconcile;
 mod reconcile_aws;
 mod replicas;
