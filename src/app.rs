@@ -45,6 +45,11 @@ pub struct AppState {
     pub dirty: broadcast::Sender<String>,
     /// API keys, webhook signatures and ingestion rate limits.
     pub auth: Arc<Auth>,
+    /// How long an ingestion batch's idempotency key is remembered.
+    pub idempotency_ttl_ms: i64,
+    /// Largest body read to hash for an idempotency key: the larger of the JSON and
+    /// ingestion limits (each route's own limit still applies after).
+    pub max_idempotent_body: usize,
 }
 
 impl AppState {
@@ -113,6 +118,7 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         .context("cannot load the catalog")?;
     catalog.follow_changes(store.clone(), serve.catalog_poll());
     prune_samples(store.clone(), serve.sample_retention_hours);
+    prune_idempotency_keys(store.clone());
     let remote_write = LabelMapping {
         pool_label: serve.remote_write_pool_label.clone(),
         worker_label: serve.remote_write_worker_label.clone(),
@@ -130,6 +136,8 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         remote_write: Arc::new(remote_write),
         max_decompressed_bytes: serve.max_ingest_bytes.saturating_mul(4),
         auth,
+        idempotency_ttl_ms: serve.idempotency_ttl_ms(),
+        max_idempotent_body: serve.max_ingest_bytes.max(serve.max_body_bytes),
     })
 }
 
@@ -328,6 +336,22 @@ fn prune_samples(store: Store, retention_hours: u64) {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, "pruned old metric samples"),
                 Err(e) => tracing::warn!(error = %e, "could not prune metric samples"),
+            }
+        }
+    });
+}
+
+/// Deletes expired idempotency keys every ten minutes, in the background. Expired keys are
+/// already ignored when read and replaced when claimed; this only bounds the table.
+fn prune_idempotency_keys(store: Store) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
+        loop {
+            tick.tick().await;
+            match store.prune_idempotency_keys(now_ms()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(deleted = n, "pruned expired idempotency keys"),
+                Err(e) => tracing::warn!(error = %e, "could not prune idempotency keys"),
             }
         }
     });

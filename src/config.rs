@@ -191,6 +191,15 @@ pub struct ServeConfig {
     #[arg(long, env = "TRAINSCALER_INGEST_BURST", default_value_t = 100)]
     pub ingest_burst: u32,
 
+    /// Seconds an ingestion batch's `Idempotency-Key` is remembered: a retry within this long
+    /// gets the first answer again instead of writing again.
+    #[arg(
+        long,
+        env = "TRAINSCALER_IDEMPOTENCY_TTL_SEC",
+        default_value_t = 86_400
+    )]
+    pub idempotency_ttl_sec: u64,
+
     /// PEM certificate chain: serve HTTPS (with the key) instead of plain HTTP. The gRPC port
     /// uses it too unless it has its own.
     #[arg(long, env = "TRAINSCALER_TLS_CERT", requires = "tls_key")]
@@ -213,6 +222,11 @@ impl ServeConfig {
 
     pub fn reconcile_interval(&self) -> Duration {
         Duration::from_secs(self.reconcile_interval_sec.max(1))
+    }
+
+    /// How long an idempotency key lives, in milliseconds (at least one second).
+    pub fn idempotency_ttl_ms(&self) -> i64 {
+        i64::try_from(self.idempotency_ttl_sec.max(1).saturating_mul(1000)).unwrap_or(i64::MAX)
     }
 
     pub fn leader_lease(&self) -> Duration {

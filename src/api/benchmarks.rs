@@ -11,6 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::decide::{JobIn, parse_job};
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, ApiQuery, parse_param};
+use super::idempotency::{Claim, json_answer, once};
 use super::offerings::{known_provider, snapshot};
 use crate::app::AppState;
 use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
@@ -137,21 +138,29 @@ fn validate(b: BenchmarkIn, catalog: &CatalogSnapshot) -> Result<Benchmark, ApiE
     ))]
 pub async fn post_benchmark(
     State(state): State<AppState>,
+    claim: Claim,
     ApiJson(body): ApiJson<BenchmarkIn>,
 ) -> Result<(StatusCode, Json<BenchmarkRecorded>), ApiError> {
     let catalog = snapshot(&state)?;
     known_provider(&catalog, &body.provider)?;
     let benchmark = validate(body, &catalog)?;
-    let inserted = state.store.record_benchmark(&benchmark, now_ms()).await?;
+    let status = |inserted: bool| {
+        if inserted {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        }
+    };
+    let respond = |&inserted: &bool| json_answer(status(inserted), &BenchmarkRecorded { inserted });
+    let once = once(claim.as_ref().map(|c| &c.0), &respond);
+    let inserted = state
+        .store
+        .record_benchmark_once(&benchmark, now_ms(), once)
+        .await?;
     if inserted {
         state.catalog.refresh_after_write(&state.store).await;
     }
-    let status = if inserted {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(BenchmarkRecorded { inserted })))
+    Ok((status(inserted), Json(BenchmarkRecorded { inserted })))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

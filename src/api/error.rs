@@ -125,6 +125,41 @@ impl ApiError {
         .with_header(header::RETRY_AFTER, HeaderValue::from(retry_after_secs))
     }
 
+    /// 400: the `Idempotency-Key` header cannot be used as a key.
+    pub fn bad_idempotency_key(problem: impl Into<String>) -> Self {
+        let problem = problem.into();
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "bad-idempotency-key",
+            format!("`idempotency-key` {problem}"),
+        )
+        .with_field("idempotency-key", problem)
+    }
+
+    /// 422: the key was already used for a different request on this route.
+    pub fn idempotency_key_reused() -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency-key-reused",
+            "this Idempotency-Key was already used with a different request body; use a new key for a new batch",
+        )
+        .with_field(
+            "idempotency-key",
+            "was used before with a different request body",
+        )
+    }
+
+    /// 409 with `Retry-After`: a request with this key is still being written.
+    pub fn idempotency_key_in_flight() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "idempotency-key-in-flight",
+            "a request with this Idempotency-Key is still in progress; retry shortly",
+        )
+        .with_field("idempotency-key", "is in use by a request in progress")
+        .with_header(header::RETRY_AFTER, HeaderValue::from(1u64))
+    }
+
     fn with_field(mut self, field: impl Into<String>, problem: impl Into<String>) -> Self {
         self.errors.push(FieldError {
             field: field.into(),
@@ -338,6 +373,7 @@ impl From<StoreError> for ApiError {
                 format!("samples[{index}].pool"),
                 format!("names no pool: `{pool}`; create it with PUT /v1/pools/{pool} first"),
             ),
+            StoreError::IdempotencyKeyTaken => Self::idempotency_key_in_flight(),
             StoreError::Database(e) if is_transient(&e) => {
                 tracing::warn!(error = %e, "transient database conflict");
                 Self::unavailable(

@@ -11,6 +11,7 @@ pub mod error;
 pub mod extract;
 pub mod fleet;
 pub mod health;
+pub mod idempotency;
 pub mod keda;
 pub mod keys;
 pub mod limits;
@@ -150,7 +151,11 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     .merge(Scalar::with_url("/docs", spec))
     .fallback(|| async { ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
     // Route layers run outermost-last: latency is recorded around the key check, so refused
-    // requests are counted too.
+    // requests are counted too; idempotency keys are looked at only once the caller is known.
+    .route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        idempotency::idempotent,
+    ))
     .route_layer(middleware::from_fn_with_state(
         state.clone(),
         auth::require_key,
@@ -178,7 +183,12 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
         CorsLayer::new()
             .allow_origin(Any)
             .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
-            .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION]),
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::AUTHORIZATION,
+                idempotency::IDEMPOTENCY_KEY,
+            ])
+            .expose_headers([idempotency::IDEMPOTENT_REPLAYED, header::RETRY_AFTER]),
     )
     .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
         let route = req

@@ -3,12 +3,14 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::cursor;
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, ApiQuery, parse_limit, parse_param};
+use super::idempotency::{Claim, json_answer, once};
 use super::offerings::{known_provider, snapshot};
 use crate::app::AppState;
 use crate::core::catalog::{Market, OfferingKey};
@@ -126,12 +128,15 @@ fn validate(batch: PriceBatch, state: &AppState) -> Result<Vec<NewObservation>, 
     ))]
 pub async fn post_prices(
     State(state): State<AppState>,
+    claim: Claim,
     ApiJson(batch): ApiJson<PriceBatch>,
 ) -> Result<Json<BatchReport>, ApiError> {
     let observations = validate(batch, &state)?;
+    let respond = |r: &BatchReport| json_answer(StatusCode::OK, r);
+    let once = once(claim.as_ref().map(|c| &c.0), &respond);
     let report = state
         .store
-        .record_prices(&observations, "api", now_ms())
+        .record_prices_once(&observations, "api", now_ms(), once)
         .await?;
     if report.inserted > 0 {
         state.catalog.refresh_after_write(&state.store).await;

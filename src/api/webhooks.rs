@@ -8,12 +8,13 @@
 
 use axum::Json;
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{StatusCode, header};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, content_type_is, read_body};
+use super::idempotency::{Claim, json_answer, once};
 use crate::app::AppState;
 use crate::core::policy::Policy;
 use crate::ingest::cloud_events::{self, NoticeError};
@@ -21,7 +22,7 @@ use crate::ingest::remote_write::{
     self, GPU_MEMORY_USED_GIB, GPU_UTILIZATION, PENDING_JOBS, QUEUE_DEPTH, RUNNING_JOBS,
     SAMPLE_NAMES,
 };
-use crate::store::{NewSample, NoticeOutcome};
+use crate::store::{IdempotencyClaim, IngestReport, NewSample, NoticeOutcome, StoredResponse};
 use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
 /// Most samples one batch may carry.
@@ -140,6 +141,7 @@ fn check_sample(
     ))]
 pub async fn post_metrics(
     State(state): State<AppState>,
+    claim: Claim,
     ApiJson(batch): ApiJson<SampleBatch>,
 ) -> Result<Json<IngestOut>, ApiError> {
     if batch.samples.len() > MAX_SAMPLES {
@@ -163,7 +165,16 @@ pub async fn post_metrics(
         errors.truncate(20);
         return Err(ApiError::invalid_fields(errors));
     }
-    let report = state.store.ingest(&samples, shows_work, now).await?;
+    let out = |r: &IngestReport| IngestOut {
+        accepted: r.accepted,
+        duplicates: r.duplicates,
+    };
+    let respond = |r: &IngestReport| json_answer(StatusCode::OK, &out(r));
+    let once = once(claim.as_ref().map(|c| &c.0), &respond);
+    let report = state
+        .store
+        .ingest_once(&samples, shows_work, now, once)
+        .await?;
     for pool in &report.active_pools {
         state.announce_activity(pool);
     }
@@ -172,10 +183,7 @@ pub async fn post_metrics(
         .samples
         .get_or_create(&super::metrics::SourceLabels { source: "json" })
         .inc_by(report.accepted);
-    Ok(Json(IngestOut {
-        accepted: report.accepted,
-        duplicates: report.duplicates,
-    }))
+    Ok(Json(out(&report)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -209,6 +217,7 @@ pub async fn post_prometheus(
     State(state): State<AppState>,
     req: Request,
 ) -> Result<Json<RemoteWriteOut>, ApiError> {
+    let claim = req.extensions().get::<IdempotencyClaim>().cloned();
     if !content_type_is(req.headers(), |t| t == remote_write::CONTENT_TYPE) {
         return Err(ApiError::unsupported_media_type(remote_write::CONTENT_TYPE));
     }
@@ -259,7 +268,22 @@ pub async fn post_prometheus(
         .collect();
     // A pool deleted between the check and the write fails the batch: answer 503 so that
     // Prometheus retries it (it drops batches answered 4xx), and the retry skips that pool.
-    let report = match state.store.ingest(&samples, shows_work, now).await {
+    let out = |r: &IngestReport| RemoteWriteOut {
+        series: mapped.series_total as u64,
+        accepted: r.accepted,
+        duplicates: r.duplicates,
+        skipped_no_pool_label: mapped.series_skipped_no_pool as u64,
+        skipped_unknown_metric: mapped.series_skipped_unknown_metric as u64,
+        skipped_unknown_pool: unknown_pool,
+        skipped_future: future,
+    };
+    let respond = |r: &IngestReport| json_answer(StatusCode::OK, &out(r));
+    let once = once(claim.as_ref(), &respond);
+    let report = match state
+        .store
+        .ingest_once(&samples, shows_work, now, once)
+        .await
+    {
         Err(crate::store::StoreError::UnknownPool { pool, .. }) => {
             return Err(ApiError::unavailable(format!(
                 "pool `{pool}` was deleted while this batch was written; retry"
@@ -277,15 +301,7 @@ pub async fn post_prometheus(
             source: "remote_write",
         })
         .inc_by(report.accepted);
-    Ok(Json(RemoteWriteOut {
-        series: mapped.series_total as u64,
-        accepted: report.accepted,
-        duplicates: report.duplicates,
-        skipped_no_pool_label: mapped.series_skipped_no_pool as u64,
-        skipped_unknown_metric: mapped.series_skipped_unknown_metric as u64,
-        skipped_unknown_pool: unknown_pool,
-        skipped_future: future,
-    }))
+    Ok(Json(out(&report)))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -311,6 +327,7 @@ pub struct NoticesOut {
     ))]
 pub async fn post_events(
     State(state): State<AppState>,
+    claim: Claim,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Json<NoticesOut>, ApiError> {
     let now = now_ms();
@@ -334,29 +351,45 @@ pub async fn post_events(
         ));
     }
     let notices: Vec<_> = parsed.notices.iter().map(|(_, n)| n.clone()).collect();
-    let outcomes = state.store.record_notices(&notices, now).await?;
+    let indexes: Vec<usize> = parsed.notices.iter().map(|(i, _)| *i).collect();
+    let respond = |outcomes: &Vec<NoticeOutcome>| -> StoredResponse {
+        json_answer(
+            StatusCode::OK,
+            &notices_out(&indexes, outcomes, parsed.ignored.clone()),
+        )
+    };
+    let once = once(claim.as_ref().map(|c| &c.0), &respond);
+    let outcomes = state.store.record_notices_once(&notices, now, once).await?;
+    let out = notices_out(&indexes, &outcomes, parsed.ignored.clone());
+    for ((_, notice), outcome) in parsed.notices.iter().zip(outcomes) {
+        if let NoticeOutcome::Recorded { pool } = outcome {
+            state.mark_dirty(&pool);
+            state
+                .metrics
+                .cloud_events
+                .get_or_create(&super::metrics::KindLabels {
+                    kind: notice.kind.to_string(),
+                })
+                .inc();
+        }
+    }
+    Ok(Json(out))
+}
+
+/// The answer to a batch of notices: `indexes` are the notices' places in the request.
+fn notices_out(indexes: &[usize], outcomes: &[NoticeOutcome], ignored: Vec<usize>) -> NoticesOut {
     let mut out = NoticesOut {
         recorded: 0,
         duplicates: 0,
         unmatched: Vec::new(),
-        ignored: parsed.ignored,
+        ignored,
     };
-    for ((index, notice), outcome) in parsed.notices.iter().zip(outcomes) {
+    for (index, outcome) in indexes.iter().zip(outcomes) {
         match outcome {
-            NoticeOutcome::Recorded { pool } => {
-                out.recorded += 1;
-                state.mark_dirty(&pool);
-                state
-                    .metrics
-                    .cloud_events
-                    .get_or_create(&super::metrics::KindLabels {
-                        kind: notice.kind.to_string(),
-                    })
-                    .inc();
-            }
+            NoticeOutcome::Recorded { .. } => out.recorded += 1,
             NoticeOutcome::Duplicate { .. } => out.duplicates += 1,
             NoticeOutcome::Unmatched => out.unmatched.push(*index),
         }
     }
-    Ok(Json(out))
+    out
 }

@@ -3,6 +3,8 @@
 //! own migrations; PostgreSQL adds cross-replica change notification.
 
 #[macro_use]
+mod idempotency;
+#[macro_use]
 mod keys;
 mod pool_sql;
 pub mod pools;
@@ -17,6 +19,7 @@ use crate::core::money::Micros;
 use crate::core::policy::Policy;
 use crate::core::scale::Worker;
 
+pub use idempotency::{IdempotencyClaim, Once, StoredKey, StoredResponse};
 pub use keys::KeyRow;
 pub use pools::{
     CloudNotice, DecisionRead, DecisionWrite, EventPage, EventRow, IngestReport, LatestSignal,
@@ -56,6 +59,9 @@ pub enum StoreError {
     ConflictingBenchmark,
     #[error("sample {index}: no pool `{pool}`")]
     UnknownPool { index: usize, pool: String },
+    /// Another request holds this idempotency key (it committed first); nothing was written.
+    #[error("the idempotency key is already used")]
+    IdempotencyKeyTaken,
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -214,7 +220,18 @@ impl Store {
         source: &str,
         now_ms: i64,
     ) -> StoreResult<BatchReport> {
-        dispatch!(self, s => s.record_prices(batch, source, now_ms).await)
+        dispatch!(self, s => s.record_prices(batch, source, now_ms, None).await)
+    }
+
+    /// [`record_prices`](Self::record_prices), claiming an idempotency key in its transaction.
+    pub async fn record_prices_once(
+        &self,
+        batch: &[NewObservation],
+        source: &str,
+        now_ms: i64,
+        once: Option<Once<'_, BatchReport>>,
+    ) -> StoreResult<BatchReport> {
+        dispatch!(self, s => s.record_prices(batch, source, now_ms, once).await)
     }
 
     /// A counter that every catalog change increments, for change detection by polling.
@@ -228,7 +245,18 @@ impl Store {
 
     /// Records one benchmark; `false` when the same measurement was already recorded.
     pub async fn record_benchmark(&self, b: &Benchmark, now_ms: i64) -> StoreResult<bool> {
-        dispatch!(self, s => s.record_benchmark(b, now_ms).await)
+        dispatch!(self, s => s.record_benchmark(b, now_ms, None).await)
+    }
+
+    /// [`record_benchmark`](Self::record_benchmark), claiming an idempotency key in its
+    /// transaction.
+    pub async fn record_benchmark_once(
+        &self,
+        b: &Benchmark,
+        now_ms: i64,
+        once: Option<Once<'_, bool>>,
+    ) -> StoreResult<bool> {
+        dispatch!(self, s => s.record_benchmark(b, now_ms, once).await)
     }
 
     pub async fn price_history(&self, filter: &HistoryFilter) -> StoreResult<Vec<PricePoint>> {
@@ -308,7 +336,18 @@ impl Store {
         busy: impl Fn(&Policy, &NewSample) -> bool,
         now_ms: i64,
     ) -> StoreResult<IngestReport> {
-        dispatch!(self, s => s.ingest(samples, busy, now_ms).await)
+        dispatch!(self, s => s.ingest(samples, busy, now_ms, None).await)
+    }
+
+    /// [`ingest`](Self::ingest), claiming an idempotency key in its transaction.
+    pub async fn ingest_once(
+        &self,
+        samples: &[NewSample],
+        busy: impl Fn(&Policy, &NewSample) -> bool,
+        now_ms: i64,
+        once: Option<Once<'_, IngestReport>>,
+    ) -> StoreResult<IngestReport> {
+        dispatch!(self, s => s.ingest(samples, busy, now_ms, once).await)
     }
 
     pub async fn record_notices(
@@ -316,7 +355,34 @@ impl Store {
         notices: &[CloudNotice],
         now_ms: i64,
     ) -> StoreResult<Vec<NoticeOutcome>> {
-        dispatch!(self, s => s.record_notices(notices, now_ms).await)
+        dispatch!(self, s => s.record_notices(notices, now_ms, None).await)
+    }
+
+    /// [`record_notices`](Self::record_notices), claiming an idempotency key in its
+    /// transaction.
+    pub async fn record_notices_once(
+        &self,
+        notices: &[CloudNotice],
+        now_ms: i64,
+        once: Option<Once<'_, Vec<NoticeOutcome>>>,
+    ) -> StoreResult<Vec<NoticeOutcome>> {
+        dispatch!(self, s => s.record_notices(notices, now_ms, once).await)
+    }
+
+    /// The live row for an idempotency key of `caller` on `route`, if any.
+    pub async fn idempotency_key(
+        &self,
+        caller: &str,
+        route: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<StoredKey>> {
+        dispatch!(self, s => s.idempotency_key(caller, route, key, now_ms).await)
+    }
+
+    /// Deletes idempotency keys expired at `now_ms`.
+    pub async fn prune_idempotency_keys(&self, now_ms: i64) -> StoreResult<u64> {
+        dispatch!(self, s => s.prune_idempotency_keys(now_ms).await)
     }
 
     /// One pool decision under the pool's lock; `None` when the pool does not exist.

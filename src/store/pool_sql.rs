@@ -532,9 +532,12 @@ macro_rules! pool_sql {
                 samples: &[$crate::store::NewSample],
                 busy: impl Fn(&$crate::core::policy::Policy, &$crate::store::NewSample) -> bool,
                 now_ms: i64,
+                once: Option<$crate::store::Once<'_, $crate::store::IngestReport>>,
             ) -> $crate::store::StoreResult<$crate::store::IngestReport> {
                 use std::collections::BTreeMap;
                 let mut tx = self.begin_write().await?;
+                // The key before any write: a duplicate waits here, not halfway through.
+                Self::begin_once(&mut tx, &once).await?;
                 // Pools first: a batch naming an unknown pool stores nothing.
                 let mut policies: BTreeMap<&str, $crate::core::policy::Policy> = BTreeMap::new();
                 for (index, s) in samples.iter().enumerate() {
@@ -594,13 +597,15 @@ macro_rules! pool_sql {
                 for pool in &active_pools {
                     Self::announce_activity(&mut tx, pool).await?;
                 }
-                tx.commit().await?;
                 let total = samples.len() as u64;
-                Ok($crate::store::IngestReport {
+                let report = $crate::store::IngestReport {
                     accepted: total,
                     duplicates: total.saturating_sub(inserted),
                     active_pools,
-                })
+                };
+                Self::finish_once(&mut tx, &once, &report).await?;
+                tx.commit().await?;
+                Ok(report)
             }
 
             /// Records cloud notices all or nothing: each is matched to a pool (by name or by
@@ -609,9 +614,11 @@ macro_rules! pool_sql {
                 &self,
                 notices: &[$crate::store::CloudNotice],
                 now_ms: i64,
+                once: Option<$crate::store::Once<'_, Vec<$crate::store::NoticeOutcome>>>,
             ) -> $crate::store::StoreResult<Vec<$crate::store::NoticeOutcome>> {
                 use $crate::store::NoticeOutcome;
                 let mut tx = self.begin_write().await?;
+                Self::begin_once(&mut tx, &once).await?;
                 // One lock order for every writer (by pool and worker), so that two overlapping
                 // batches cannot deadlock; outcomes go back in the caller's order.
                 let mut order: Vec<usize> = (0..notices.len()).collect();
@@ -706,8 +713,11 @@ macro_rules! pool_sql {
                     }
                     *out = Some(NoticeOutcome::Recorded { pool });
                 }
+                let outcomes: Vec<NoticeOutcome> =
+                    outcomes.into_iter().map(|o| o.unwrap_or(NoticeOutcome::Unmatched)).collect();
+                Self::finish_once(&mut tx, &once, &outcomes).await?;
                 tx.commit().await?;
-                Ok(outcomes.into_iter().map(|o| o.unwrap_or(NoticeOutcome::Unmatched)).collect())
+                Ok(outcomes)
             }
 
             /// Runs one pool decision: locks the pool, reads what the decision needs, lets

@@ -198,3 +198,4 @@ impl PgStore {
 shared_sql!(PgStore, Postgres);
 pool_sql!(PgStore, Postgres);
 key_sql!(PgStore, Postgres);
+idempotency_sql!(PgStore, Postgres);

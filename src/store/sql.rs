@@ -492,9 +492,12 @@ macro_rules! shared_sql {
                 batch: &[$crate::store::NewObservation],
                 source: &str,
                 now_ms: i64,
+                once: Option<$crate::store::Once<'_, $crate::store::BatchReport>>,
             ) -> $crate::store::StoreResult<$crate::store::BatchReport> {
                 use sqlx::Row as _;
                 let mut tx = self.begin_write().await?;
+                // The key before the catalog lock: a duplicate waits on the key alone.
+                Self::begin_once(&mut tx, &once).await?;
                 // Catalog writers queue on one lock, so concurrent batches and imports that touch
                 // the same rows in different orders cannot deadlock.
                 Self::lock_catalog(&mut tx).await?;
@@ -552,6 +555,7 @@ macro_rules! shared_sql {
                 if report.inserted > 0 {
                     Self::mark_catalog_changed(&mut tx).await?;
                 }
+                Self::finish_once(&mut tx, &once, &report).await?;
                 tx.commit().await?;
                 Ok(report)
             }
@@ -614,9 +618,11 @@ macro_rules! shared_sql {
                 &self,
                 b: &$crate::core::benchmark::Benchmark,
                 now_ms: i64,
+                once: Option<$crate::store::Once<'_, bool>>,
             ) -> $crate::store::StoreResult<bool> {
                 use sqlx::Row as _;
                 let mut tx = self.begin_write().await?;
+                Self::begin_once(&mut tx, &once).await?;
                 Self::lock_catalog(&mut tx).await?;
                 let known = sqlx::query("SELECT 1 FROM offerings WHERE provider = $1 AND instance_type = $2 LIMIT 1")
                     .bind(&b.provider)
@@ -664,11 +670,17 @@ macro_rules! shared_sql {
                     .await?;
                     let same = row.try_get::<Option<f64>, _>("samples_per_sec")? == b.samples_per_sec
                         && row.try_get::<Option<f64>, _>("step_time_sec")? == b.step_time_sec;
-                    return if same { Ok(false) } else { Err($crate::store::StoreError::ConflictingBenchmark) };
+                    if !same {
+                        return Err($crate::store::StoreError::ConflictingBenchmark);
+                    }
+                } else {
+                    Self::mark_catalog_changed(&mut tx).await?;
                 }
-                Self::mark_catalog_changed(&mut tx).await?;
+                // A duplicate measurement commits too: its idempotency key must be kept.
+                let recorded = inserted > 0;
+                Self::finish_once(&mut tx, &once, &recorded).await?;
                 tx.commit().await?;
-                Ok(true)
+                Ok(recorded)
             }
 
             pub async fn price_history(

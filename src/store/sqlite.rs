@@ -149,3 +149,4 @@ impl SqliteStore {
 shared_sql!(SqliteStore, Sqlite);
 pool_sql!(SqliteStore, Sqlite);
 key_sql!(SqliteStore, Sqlite);
+idempotency_sql!(SqliteStore, Sqlite);
