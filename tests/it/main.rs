@@ -15,6 +15,7 @@ mod http_pools;
 mod http_prices;
 mod http_remote_write;
 mod http_surface;
+mod idempotency;
 mod keda_grpc;
 mod moto;
 mod openapi_drift;
