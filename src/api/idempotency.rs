@@ -193,6 +193,100 @@ pub async fn idempotent(State(state): State<AppState>, req: Request, next: Next)
     }
 }
 
+/// Adds the `Idempotency-Key` parameter to every ingestion `POST` of `spec`, with the answers
+/// it can cause and the `Idempotent-Replayed` header on replayed successes.
+pub fn document(spec: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::header::HeaderBuilder;
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::{
+        ContentBuilder, ObjectBuilder, Ref, RefOr, Required, ResponseBuilder, Type,
+    };
+
+    let problem = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                super::error::PROBLEM_JSON,
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build()
+    };
+    let key_schema = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(MAX_KEY_LEN))
+        .pattern(Some("^[\\x20-\\x7E]+$"));
+    let parameter = ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Names this batch (1 to 255 printable ASCII characters; a quoted string as the IETF \
+             draft sends it is the same key). A retry with the same key and body within the \
+             key's lifetime (24 h by default) writes nothing and gets the first answer again, \
+             with `Idempotent-Replayed: true`. Keys are per API key and route; a request that \
+             fails keeps no key.",
+        ))
+        .schema(Some(key_schema))
+        .build();
+    let replayed = HeaderBuilder::new()
+        .schema(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(["true"])),
+        )
+        .description(Some(
+            "`true` when this is the stored answer to an earlier request with the same \
+             Idempotency-Key",
+        ))
+        .build();
+    let add =
+        |responses: &mut std::collections::BTreeMap<String, RefOr<utoipa::openapi::Response>>,
+         status: &str,
+         why: &str| {
+            match responses.get_mut(status) {
+                Some(RefOr::T(r)) => r.description = format!("{}; or {why}", r.description),
+                Some(RefOr::Ref(_)) => {}
+                None => {
+                    let mut first = why.to_string();
+                    if let Some(c) = first.get_mut(0..1) {
+                        c.make_ascii_uppercase();
+                    }
+                    responses.insert(status.into(), problem(&first).into());
+                }
+            }
+        };
+    for (path, item) in spec.paths.paths.iter_mut() {
+        let Some(op) = &mut item.post else { continue };
+        if access(&Method::POST, path, false) != Access::Needs(Scope::Ingest) {
+            continue;
+        }
+        op.parameters
+            .get_or_insert_with(Vec::new)
+            .push(parameter.clone());
+        let responses = &mut op.responses.responses;
+        for (status, response) in responses.iter_mut() {
+            if let (true, RefOr::T(r)) = (status.starts_with('2'), response) {
+                r.headers
+                    .insert("Idempotent-Replayed".into(), replayed.clone());
+            }
+        }
+        add(responses, "400", "a malformed Idempotency-Key");
+        add(
+            responses,
+            "409",
+            "a request with this Idempotency-Key is still in progress (see Retry-After)",
+        );
+        add(
+            responses,
+            "422",
+            "the Idempotency-Key was used before with a different body (`/problems/idempotency-key-reused`)",
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -130,6 +130,7 @@ fn routes(
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut spec = routes(1, 1, 1, 1).split_for_parts().1;
     auth::document(&mut spec);
+    idempotency::document(&mut spec);
     spec
 }
 
@@ -143,6 +144,7 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     )
     .split_for_parts();
     auth::document(&mut spec);
+    idempotency::document(&mut spec);
     let spec_json = spec.clone();
     api.route(
         "/openapi.json",
