@@ -370,7 +370,89 @@ async fn cors_allows_the_key_and_exposes_the_replay_header(backend: Backend) {
     assert!(exposed.contains("idempotent-replayed"), "{exposed}");
 }
 
+/// The store's half of a race, made deterministic: a second claim of a live key fails and
+/// writes nothing (the HTTP layer answers it with the first answer); an expired key is
+/// claimed afresh.
+async fn the_store_refuses_a_second_claim_of_a_live_key(backend: Backend) {
+    use trainscaler::store::{IdempotencyClaim, IngestReport, NewSample, Once, StoreError};
+    let app = app_with_pool(backend).await;
+    let store = &app.state.store;
+    let now = trainscaler::timefmt::now_ms();
+    let sample = |at_ms| NewSample {
+        pool: "p".into(),
+        worker: String::new(),
+        name: "queue_depth",
+        value: 1.0,
+        at_ms,
+    };
+    let claim = IdempotencyClaim {
+        caller: "c".into(),
+        route: METRICS.into(),
+        key: "k".into(),
+        request_hash: "h".into(),
+        now_ms: now,
+        expires_at_ms: now + 60_000,
+    };
+    let respond = |r: &IngestReport| trainscaler::store::StoredResponse {
+        status: 200,
+        content_type: "application/json".into(),
+        body: r.accepted.to_string().into_bytes(),
+    };
+    let once = || {
+        Some(Once {
+            claim: &claim,
+            respond: &respond,
+        })
+    };
+    store
+        .ingest_once(&[sample(now - 2000)], |_, _| false, now, once())
+        .await
+        .unwrap();
+    let second = store
+        .ingest_once(&[sample(now - 1000)], |_, _| false, now, once())
+        .await;
+    assert!(
+        matches!(second, Err(StoreError::IdempotencyKeyTaken)),
+        "{second:?}"
+    );
+    assert_eq!(
+        samples_stored(&app).await,
+        1,
+        "the refused batch wrote nothing"
+    );
+    let kept = store
+        .idempotency_key("c", METRICS, "k", now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(kept.request_hash, "h");
+    assert_eq!(kept.response.unwrap().body, b"1");
+    // Past its expiry the same key is claimed again, with the new request's hash.
+    let later = IdempotencyClaim {
+        request_hash: "h2".into(),
+        now_ms: now + 60_000,
+        expires_at_ms: now + 120_000,
+        ..claim.clone()
+    };
+    let again = Some(Once {
+        claim: &later,
+        respond: &respond,
+    });
+    store
+        .ingest_once(&[sample(now - 1000)], |_, _| false, now, again)
+        .await
+        .unwrap();
+    assert_eq!(samples_stored(&app).await, 2);
+    let renewed = store
+        .idempotency_key("c", METRICS, "k", now + 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renewed.request_hash, "h2");
+}
+
 on_both_backends!(
+    the_store_refuses_a_second_claim_of_a_live_key,
     a_retry_replays_the_first_answer_and_writes_nothing,
     replays_keep_the_status_of_other_ingestion_routes,
     the_same_key_with_another_body_is_422_and_writes_nothing,
