@@ -24,7 +24,7 @@ use crate::provider::static_provider::{StaticProvider, StaticSettings};
 use crate::reconcile::leader::hold_lease;
 use crate::reconcile::{ReconcileSettings, Reconciler, replica_name};
 use crate::snapshot::CatalogCache;
-use crate::store::{CatalogImport, ImportReport, Store};
+use crate::store::{CatalogImport, ImportReport, Store, StoreOptions};
 use crate::timefmt::{now_ms, parse_rfc3339_ms};
 
 /// What every request handler shares. Cheap to clone.
@@ -68,7 +68,10 @@ impl AppState {
 
 /// Connects to the configured database and applies pending migrations.
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
-    let store = Store::connect(config.database_url.expose())
+    let options = StoreOptions {
+        acquire_timeout: config.db_acquire_timeout(),
+    };
+    let store = Store::connect_with(config.database_url.expose(), options)
         .await
         .with_context(|| format!("cannot open database {}", config.database_url))?;
     store.migrate().await.context("cannot apply migrations")?;
@@ -315,12 +318,39 @@ fn follow_activity(store: Store, activity: broadcast::Sender<String>) {
                     continue;
                 }
             };
-            while let Ok(n) = listener.recv().await {
-                let _ = activity.send(n.payload().to_string());
+            loop {
+                match tokio::time::timeout(LISTENER_CHECK, listener.recv()).await {
+                    Ok(Ok(n)) => {
+                        let _ = activity.send(n.payload().to_string());
+                    }
+                    // The listener reconnects by itself; an error means it could not.
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "pool activity listener failed; reconnecting");
+                        break;
+                    }
+                    // Quiet for a while: make sure the session is alive, as a partition
+                    // leaves a connection open that never delivers anything again.
+                    Err(_) => {
+                        let alive = tokio::time::timeout(
+                            LISTENER_CHECK,
+                            sqlx::query("SELECT 1").execute(&mut listener),
+                        )
+                        .await;
+                        if !matches!(alive, Ok(Ok(_))) {
+                            tracing::warn!(
+                                "pool activity listener stopped answering; reconnecting"
+                            );
+                            break;
+                        }
+                    }
+                }
             }
         }
     });
 }
+
+/// How long a quiet LISTEN session goes before it is checked.
+const LISTENER_CHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Deletes raw samples past their retention every ten minutes, in the background.
 fn prune_samples(store: Store, retention_hours: u64) {

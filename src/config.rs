@@ -23,6 +23,23 @@ pub struct Config {
     /// Log filter, in tracing's EnvFilter syntax (`info`, `trainscaler=debug,sqlx=warn`).
     #[arg(long, env = "TRAINSCALER_LOG", default_value = "info", global = true)]
     pub log_level: String,
+
+    /// Milliseconds a request waits for a PostgreSQL connection before it is answered 503
+    /// with `Retry-After` (while the database is down, every request would otherwise wait
+    /// this long anyway). SQLite keeps its own, longer wait for the file's one writer.
+    #[arg(
+        long,
+        env = "TRAINSCALER_DB_ACQUIRE_TIMEOUT_MS",
+        default_value_t = 2000,
+        global = true
+    )]
+    pub db_acquire_timeout_ms: u64,
+}
+
+impl Config {
+    pub fn db_acquire_timeout(&self) -> Duration {
+        Duration::from_millis(self.db_acquire_timeout_ms.max(1))
+    }
 }
 
 /// Settings of the HTTP server.

@@ -17,6 +17,9 @@ use tokio::sync::Mutex;
 use crate::core::catalog::CatalogSnapshot;
 use crate::store::{Store, StoreResult};
 
+/// How soon a lost catalog listener is reconnected.
+const LISTENER_RETRY: Duration = Duration::from_secs(1);
+
 /// The current snapshot, shared by every request.
 #[derive(Debug)]
 pub struct CatalogCache {
@@ -111,6 +114,13 @@ impl CatalogCache {
                             tracing::warn!(error = %e, "catalog listener failed; reconnecting");
                             listener = None;
                         }
+                    }
+                    // Without a listener (PostgreSQL is down, or this is SQLite) wait for the
+                    // poll; on PostgreSQL no longer than the reconnect backoff, so that a
+                    // long poll interval does not leave this replica deaf to notifications
+                    // for that long after an outage.
+                    None if matches!(store, Store::Postgres(_)) => {
+                        tokio::time::sleep(poll.min(LISTENER_RETRY)).await
                     }
                     None => tokio::time::sleep(poll).await,
                 }

@@ -7,9 +7,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::store::StoreError;
+use crate::store::{Fault, StoreError};
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// `Retry-After` while the database is unreachable: long enough not to hammer a recovering
+/// server, short enough that a restart or fail-over costs clients little.
+pub const DATABASE_RETRY_AFTER_SECS: u64 = 2;
 
 /// One thing wrong with one field of the request.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
@@ -246,6 +250,31 @@ impl ApiError {
             .with_field("body", "is too large")
     }
 
+    /// 503: the database cannot be reached, or is shutting down or starting. Nothing was
+    /// acknowledged; every write is idempotent, so sending the same request again is safe.
+    pub fn database_unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database-unavailable",
+            "the database is not reachable right now; retry the request",
+        )
+        .with_header(
+            header::RETRY_AFTER,
+            HeaderValue::from(DATABASE_RETRY_AFTER_SECS),
+        )
+    }
+
+    /// 503: the write met a conflicting one (deadlock, serialisation failure, a busy SQLite
+    /// file) and wrote nothing; it may well succeed at once.
+    pub fn database_conflict() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database-conflict",
+            "the database is busy with a conflicting change; retry the request",
+        )
+        .with_header(header::RETRY_AFTER, HeaderValue::from(1u64))
+    }
+
     pub fn unavailable(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
     }
@@ -321,18 +350,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Deadlocks and serialisation failures (PostgreSQL 40P01, 40001) and SQLite's busy or locked
-/// database: nothing was written, and the same request may succeed when retried.
-fn is_transient(e: &sqlx::Error) -> bool {
-    let sqlx::Error::Database(db) = e else {
-        return false;
-    };
-    matches!(
-        db.code().as_deref(),
-        Some("40P01" | "40001" | "5" | "6" | "517")
-    )
-}
-
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -374,13 +391,17 @@ impl From<StoreError> for ApiError {
                 format!("names no pool: `{pool}`; create it with PUT /v1/pools/{pool} first"),
             ),
             StoreError::IdempotencyKeyTaken => Self::idempotency_key_in_flight(),
-            StoreError::Database(e) if is_transient(&e) => {
-                tracing::warn!(error = %e, "transient database conflict");
-                Self::unavailable(
-                    "the database is busy with a conflicting change; retry the request",
-                )
-            }
-            other => Self::internal(other),
+            other => match other.fault() {
+                Fault::Unavailable => {
+                    tracing::warn!(error = %other, "database unavailable");
+                    Self::database_unavailable()
+                }
+                Fault::Conflict => {
+                    tracing::warn!(error = %other, "transient database conflict");
+                    Self::database_conflict()
+                }
+                Fault::Other => Self::internal(other),
+            },
         }
     }
 }

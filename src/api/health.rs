@@ -1,5 +1,7 @@
 //! Liveness and readiness probes.
 
+use std::time::Duration;
+
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -7,6 +9,10 @@ use utoipa::ToSchema;
 
 use super::error::ApiError;
 use crate::app::AppState;
+
+/// How long readiness waits for the database. A database that stops answering without
+/// closing the connection (a network partition) must still turn the probe to 503, not hang it.
+const READINESS_DEADLINE: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
@@ -35,9 +41,16 @@ pub async fn healthz() -> Json<Health> {
         (status = 503, description = "Not ready", body = super::error::Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
-    if let Err(e) = state.store.ping().await {
-        tracing::warn!(error = %e, "readiness: database unreachable");
-        return Err(ApiError::unavailable("the database is not reachable"));
+    match tokio::time::timeout(READINESS_DEADLINE, state.store.ping()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: database unreachable");
+            return Err(ApiError::database_unavailable());
+        }
+        Err(_) => {
+            tracing::warn!("readiness: the database did not answer in time");
+            return Err(ApiError::database_unavailable());
+        }
     }
     let Some(catalog) = state.catalog.get() else {
         return Err(ApiError::unavailable("the catalog is not loaded yet"));

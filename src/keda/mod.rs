@@ -20,7 +20,7 @@ use tonic::{Request, Response, Status};
 
 use crate::app::AppState;
 use crate::fleet::decision::PoolDecision;
-use crate::store::StoreError;
+use crate::store::{Fault, StoreError};
 use crate::timefmt::now_ms;
 use externalscaler::external_scaler_server::ExternalScaler;
 use externalscaler::{
@@ -72,13 +72,14 @@ impl Scaler {
 }
 
 fn store_status(e: StoreError) -> Status {
-    match e {
-        StoreError::Database(e) => {
-            tracing::warn!(error = %e, "database error answering KEDA");
+    // Outages and write conflicts pass; KEDA asks again at its next poll.
+    match e.fault() {
+        Fault::Unavailable | Fault::Conflict => {
+            tracing::warn!(error = %e, "database unavailable answering KEDA");
             Status::unavailable("the database is unavailable; KEDA will ask again")
         }
-        other => {
-            tracing::error!(error = %other, "failed to answer KEDA");
+        Fault::Other => {
+            tracing::error!(error = %e, "failed to answer KEDA");
             Status::internal("trainscaler failed to decide; it has been logged")
         }
     }

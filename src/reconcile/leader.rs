@@ -55,8 +55,16 @@ pub async fn hold_lease(
             .await?;
             Ok::<_, sqlx::Error>(conn)
         };
+        // A server that accepts the connection and never answers (a partition) must not
+        // hold this loop for ever.
+        let session = tokio::time::timeout(lease, session);
         let opened = tokio::select! {
-            c = session => Some(c),
+            c = session => Some(c.unwrap_or_else(|_| {
+                Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the database did not answer the lease session in time",
+                )))
+            })),
             _ = crate::reconcile::until_true(&mut shutdown) => None,
         };
         let mut conn = match opened {

@@ -6,6 +6,7 @@
 mod idempotency;
 #[macro_use]
 mod keys;
+pub mod fault;
 mod pool_sql;
 pub mod pools;
 mod postgres;
@@ -19,6 +20,7 @@ use crate::core::money::Micros;
 use crate::core::policy::Policy;
 use crate::core::scale::Worker;
 
+pub use fault::Fault;
 pub use idempotency::{IdempotencyClaim, Once, StoredKey, StoredResponse};
 pub use keys::KeyRow;
 pub use pools::{
@@ -140,6 +142,22 @@ pub struct CatalogImport<'a> {
     pub source: &'a str,
 }
 
+/// How the store's connection pool behaves.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How long a PostgreSQL statement waits for a connection (a free one, or a new one the
+    /// server accepts) before failing with [`Fault::Unavailable`].
+    pub acquire_timeout: std::time::Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            acquire_timeout: std::time::Duration::from_secs(2),
+        }
+    }
+}
+
 /// The store the service runs on, chosen by URL scheme.
 #[derive(Debug, Clone)]
 pub enum Store {
@@ -157,11 +175,16 @@ macro_rules! dispatch {
 }
 
 impl Store {
-    /// Connects to `url` (`postgres://`, `postgresql://` or `sqlite://`). SQLite files and their
-    /// parent folders are created when missing.
+    /// Connects to `url` (`postgres://`, `postgresql://` or `sqlite://`) with default
+    /// options. SQLite files and their parent folders are created when missing.
     pub async fn connect(url: &str) -> StoreResult<Self> {
+        Self::connect_with(url, StoreOptions::default()).await
+    }
+
+    /// [`connect`](Self::connect) with these options.
+    pub async fn connect_with(url: &str, options: StoreOptions) -> StoreResult<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Self::Postgres(PgStore::connect(url).await?))
+            Ok(Self::Postgres(PgStore::connect(url, &options).await?))
         } else if url.starts_with("sqlite:") {
             Ok(Self::Sqlite(SqliteStore::connect(url).await?))
         } else {

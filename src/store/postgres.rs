@@ -2,8 +2,6 @@
 //! for. Catalog writers take a transaction-scoped advisory lock, and every catalog change sends
 //! a NOTIFY on [`CATALOG_CHANNEL`] at commit so other replicas reload their snapshot.
 
-use std::time::Duration;
-
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
@@ -69,10 +67,13 @@ pub struct PgStore {
 impl PgStore {
     pub(crate) const MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 
-    pub async fn connect(url: &str) -> StoreResult<Self> {
+    pub async fn connect(url: &str, options: &super::StoreOptions) -> StoreResult<Self> {
+        // The pool tests an idle connection before handing it out (sqlx's default), so
+        // connections that died with an outage are replaced rather than failing a request
+        // once the database is back.
         let pool = PgPoolOptions::new()
             .max_connections(16)
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(options.acquire_timeout)
             .connect(url)
             .await?;
         Ok(Self { pool })

@@ -90,6 +90,7 @@ impl TestDb {
             database_url: DatabaseUrl::new(self.url.clone()),
             log_format: LogFormat::Pretty,
             log_level: "warn".into(),
+            db_acquire_timeout_ms: 2000,
         }
     }
 }
