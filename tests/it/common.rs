@@ -200,12 +200,19 @@ impl TestApp {
     }
 
     /// A server over `db` with these settings.
-    pub async fn spawn_with(db: Arc<TestDb>, mut serve: ServeConfig) -> Self {
+    pub async fn spawn_with(db: Arc<TestDb>, serve: ServeConfig) -> Self {
+        let config = db.config();
+        Self::spawn_configured(db, config, serve).await
+    }
+
+    /// A server over `db` reached as `config` says (through a proxy, say), with these
+    /// settings.
+    pub async fn spawn_configured(db: Arc<TestDb>, config: Config, mut serve: ServeConfig) -> Self {
         let key_dir = tempfile::tempdir().expect("temporary folder");
         if serve.admin_key_file.as_os_str().is_empty() {
             serve.admin_key_file = key_dir.path().join("admin.key");
         }
-        let state = app::prepare(&db.config(), &serve).await.expect("start-up");
+        let state = app::prepare(&config, &serve).await.expect("start-up");
         // The first server on a database writes the admin key; replicas use the same one.
         if let Ok(token) = std::fs::read_to_string(&serve.admin_key_file) {
             let _ = db.admin_token.set(token.trim().to_string());

@@ -19,6 +19,8 @@ mod idempotency;
 mod keda_grpc;
 mod moto;
 mod openapi_drift;
+mod pg_faults;
+mod pg_proxy;
 mod pg_tls;
 mod reconcile;
 mod reconcile_aws;

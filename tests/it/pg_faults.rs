@@ -1,0 +1,361 @@
+//! PostgreSQL taken away from running servers through a proxy the test controls
+//! ([`PgProxy`]): the service says it is not ready while the database is gone, answers 503
+//! with `Retry-After` rather than 500, loses no acknowledged sample, and recovers by itself;
+//! and a leader cut off by a partition steps down before another replica leads.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{Backend, TestApp, TestDb, p4d_use1_az1_spot, serve_config};
+use crate::http_pools::{create_pool, t4_policy};
+use crate::pg_proxy::PgProxy;
+
+/// What the load saw, shared by its tasks.
+#[derive(Default)]
+struct Ledger {
+    /// (worker, at_ms) of every sample in a batch answered 2xx.
+    acknowledged: Mutex<Vec<(String, i64)>>,
+    /// Acknowledged batches before the cut, during it, and after the restore.
+    acked_by_phase: [AtomicU64; 3],
+    /// 503 answers, each with `Retry-After`.
+    unavailable: AtomicU64,
+    /// Anything else: a status that is neither 2xx nor 503 with `Retry-After`, or no answer.
+    wrong: Mutex<Vec<String>>,
+    /// 0 before the cut, 1 while cut, 2 after the restore.
+    phase: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Ledger {
+    /// Files one answer; `true` when it was a 2xx.
+    async fn file(&self, what: &str, sent: Result<reqwest::Response, reqwest::Error>) -> bool {
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                self.wrong
+                    .lock()
+                    .unwrap()
+                    .push(format!("{what}: no answer: {e}"));
+                return false;
+            }
+        };
+        let status = response.status();
+        if status.is_success() {
+            return true;
+        }
+        let retry_after = response.headers().contains_key("retry-after");
+        let body = response.text().await.unwrap_or_default();
+        if status == 503 && retry_after {
+            self.unavailable.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.wrong.lock().unwrap().push(format!(
+                "{what}: {status} (Retry-After: {retry_after}) {body}"
+            ));
+        }
+        false
+    }
+}
+
+fn rfc3339_ms(ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+/// Sends batches of five samples, each with its own (worker, at), until told to stop.
+async fn ingest_load(app: Arc<TestApp>, ledger: Arc<Ledger>, task: usize, base_ms: i64) {
+    let worker = format!("w{task}");
+    let mut next_at = base_ms;
+    while !ledger.stop.load(Ordering::Relaxed) {
+        let batch: Vec<(String, i64)> = (0..5).map(|i| (worker.clone(), next_at + i)).collect();
+        next_at += 5;
+        let samples: Vec<Value> = batch
+            .iter()
+            .map(|(w, at)| {
+                json!({"pool": "ingest", "worker": w, "name": "gpu_utilization",
+                       "value": 0.5, "at": rfc3339_ms(*at)})
+            })
+            .collect();
+        let phase = ledger.phase.load(Ordering::SeqCst);
+        let sent = app
+            .client
+            .post(app.url("/v1/webhooks/metrics"))
+            .json(&json!({ "samples": samples }))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await;
+        if ledger.file("ingest", sent).await {
+            // Counted in the phase it was sent in: an answer that arrives after the restore
+            // may still have been committed before the cut.
+            ledger.acked_by_phase[phase as usize].fetch_add(1, Ordering::Relaxed);
+            ledger.acknowledged.lock().unwrap().extend(batch);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Decides for the pool over and over: decisions write under a row lock, so a cut catches
+/// some of them inside a transaction.
+async fn decide_load(app: Arc<TestApp>, ledger: Arc<Ledger>) {
+    while !ledger.stop.load(Ordering::Relaxed) {
+        let sent = app
+            .client
+            .post(app.url("/decide"))
+            .json(&json!({"pool": "ingest"}))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await;
+        ledger.file("decide", sent).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn readyz(app: &TestApp) -> u16 {
+    app.client
+        .get(app.url("/readyz"))
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .expect("/readyz answers whatever the database does")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_itself() {
+    let db = Arc::new(TestDb::new(Backend::Postgres).await);
+    let proxy = PgProxy::in_front_of(&db.url).await;
+    let mut config = db.config();
+    config.database_url = trainscaler::config::DatabaseUrl::new(proxy.url_for(&db.url));
+    // Fail fast while the database is gone, as the setting is meant for.
+    config.db_acquire_timeout_ms = 500;
+    // This replica polls the catalog version only once an hour: after the outage only its
+    // LISTEN session, reconnected, can tell it of another replica's price.
+    let mut serve = serve_config(false);
+    serve.catalog_poll_ms = 3_600_000;
+    let app = Arc::new(TestApp::spawn_configured(db.clone(), config, serve).await);
+    // Another replica that reaches the database directly.
+    let other = TestApp::spawn_on(db.clone(), false).await;
+    create_pool(&app, "ingest", &t4_policy()).await;
+    assert_eq!(readyz(&app).await, 200);
+
+    let ledger = Arc::new(Ledger::default());
+    let base_ms = trainscaler::timefmt::now_ms() - 3_600_000;
+    let mut load = Vec::new();
+    for task in 0..4 {
+        load.push(tokio::spawn(ingest_load(
+            app.clone(),
+            ledger.clone(),
+            task,
+            // Each task has its own worker, so times may repeat across tasks.
+            base_ms,
+        )));
+    }
+    load.push(tokio::spawn(decide_load(app.clone(), ledger.clone())));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // The database goes away for about three seconds.
+    ledger.phase.store(1, Ordering::SeqCst);
+    proxy.cut();
+    let cut = Instant::now();
+    while readyz(&app).await != 503 {
+        assert!(
+            cut.elapsed() < Duration::from_secs(10),
+            "/readyz never said 503 while the database was gone"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let not_ready_after = cut.elapsed();
+    while cut.elapsed() < Duration::from_secs(3) {
+        assert_eq!(
+            readyz(&app).await,
+            503,
+            "not ready while the database is gone"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let outage = cut.elapsed();
+    let unavailable_during = ledger.unavailable.load(Ordering::Relaxed);
+
+    ledger.phase.store(2, Ordering::SeqCst);
+    proxy.restore();
+    let restored = Instant::now();
+    while readyz(&app).await != 200 {
+        assert!(
+            restored.elapsed() < Duration::from_secs(15),
+            "/readyz did not recover without a restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ready_after = restored.elapsed();
+    // Ingestion itself recovers, not only the probe.
+    while ledger.acked_by_phase[2].load(Ordering::Relaxed) < 40 {
+        assert!(
+            restored.elapsed() < Duration::from_secs(20),
+            "ingestion did not recover: {} batches acknowledged since the restore",
+            ledger.acked_by_phase[2].load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    ledger.stop.store(true, Ordering::Relaxed);
+    for task in load {
+        task.await.expect("load task");
+    }
+
+    let wrong = ledger.wrong.lock().unwrap().clone();
+    assert!(
+        wrong.is_empty(),
+        "only 2xx, or 503 with Retry-After: {} others, e.g. {:#?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    assert!(
+        unavailable_during > 0,
+        "the load met the outage (no 503 at all means it did not test anything)"
+    );
+    assert!(ledger.acked_by_phase[0].load(Ordering::Relaxed) > 0);
+
+    // Every acknowledged sample is in the database, read directly, not through the service.
+    let acknowledged = ledger.acknowledged.lock().unwrap().clone();
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&db.url)
+        .await
+        .expect("connect directly");
+    let stored: Vec<(String, i64)> =
+        sqlx::query_as("SELECT worker, at_ms FROM metric_samples WHERE pool = 'ingest'")
+            .fetch_all(&mut conn)
+            .await
+            .expect("read samples");
+    let stored: HashSet<(String, i64)> = stored.into_iter().collect();
+    let missing: Vec<&(String, i64)> = acknowledged
+        .iter()
+        .filter(|s| !stored.contains(*s))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged samples are missing, e.g. {:?}",
+        missing.len(),
+        acknowledged.len(),
+        &missing[..missing.len().min(5)]
+    );
+    eprintln!(
+        "outage {outage:?}: /readyz 503 after {not_ready_after:?}, 200 again {ready_after:?} \
+         after the restore; batches acknowledged before/during/after: {}/{}/{}; 503 answers: {} \
+         ({unavailable_during} by the restore); samples acknowledged {}, stored {}",
+        ledger.acked_by_phase[0].load(Ordering::Relaxed),
+        ledger.acked_by_phase[1].load(Ordering::Relaxed),
+        ledger.acked_by_phase[2].load(Ordering::Relaxed),
+        ledger.unavailable.load(Ordering::Relaxed),
+        acknowledged.len(),
+        stored.len()
+    );
+
+    // The catalog follower listens again: a price posted on the other replica reaches this
+    // one by notification (its poll is an hour away).
+    let batch = json!({"observations": [{
+        "provider": "aws", "region": "us-east-1", "zone": "use1-az1",
+        "instance_type": "p4d.24xlarge", "market": "spot", "price": 4.75,
+        "observed_at": "2026-12-01T10:00:00Z"
+    }]});
+    assert_eq!(other.post_json("/v1/prices", &batch).await.status(), 200);
+    let posted = Instant::now();
+    while p4d_use1_az1_spot(&app).await != Some(4.75) {
+        assert!(
+            posted.elapsed() < Duration::from_secs(15),
+            "the catalog listener did not come back after the outage"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A partition (the leader's connection goes silent, nothing is closed): the leader's renewal
+/// times out and it steps down; PostgreSQL ends the silent session after the lease
+/// (`idle_session_timeout`) and frees the lock; the other replica takes it. Never two leaders,
+/// and once the partition heals the old leader, still running, is a follower that can lead
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_steps_down_before_the_other_leads_and_rejoins_as_follower() {
+    use tokio::sync::watch;
+    use trainscaler::reconcile::leader::hold_lease;
+    use trainscaler::store::{Store, StoreOptions};
+    const LEASE: Duration = Duration::from_millis(2000);
+
+    let db = TestDb::new(Backend::Postgres).await;
+    let proxy = PgProxy::in_front_of(&db.url).await;
+    let options = StoreOptions {
+        acquire_timeout: Duration::from_millis(500),
+    };
+    let store_a = Store::connect_with(&proxy.url_for(&db.url), options)
+        .await
+        .expect("connect a");
+    let store_b = Store::connect(&db.url).await.expect("connect b");
+    let (stop_a_tx, stop_a) = watch::channel(false);
+    let (stop_b_tx, stop_b) = watch::channel(false);
+    let (a_tx, a) = watch::channel(false);
+    let (b_tx, b) = watch::channel(false);
+    tokio::spawn(hold_lease(store_a, LEASE, a_tx, stop_a));
+    let start = Instant::now();
+    while !*a.borrow() {
+        assert!(start.elapsed() < Duration::from_secs(10), "a never led");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::spawn(hold_lease(store_b, LEASE, b_tx, stop_b));
+    tokio::time::sleep(LEASE).await;
+    assert!(*a.borrow() && !*b.borrow(), "b waits while a renews");
+
+    proxy.blackhole();
+    let cut = Instant::now();
+    let mut a_stepped_down = None;
+    loop {
+        let (la, lb) = (*a.borrow(), *b.borrow());
+        assert!(!(la && lb), "two leaders at once");
+        if !la && a_stepped_down.is_none() {
+            a_stepped_down = Some(cut.elapsed());
+        }
+        if lb {
+            break;
+        }
+        assert!(
+            cut.elapsed() < LEASE * 4,
+            "no hand-over within four leases: a={la} b={lb}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let b_led = cut.elapsed();
+
+    // The partition heals: b keeps the lease, a does not take it back.
+    proxy.restore();
+    let healed = Instant::now();
+    while healed.elapsed() < LEASE * 2 {
+        assert!(
+            *b.borrow() && !*a.borrow(),
+            "b keeps leading after the heal"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // a's loop came back by itself: when b leaves, a leads again.
+    let _ = stop_b_tx.send(true);
+    let released = Instant::now();
+    loop {
+        let (la, lb) = (*a.borrow(), *b.borrow());
+        assert!(!(la && lb), "two leaders at once");
+        if la {
+            break;
+        }
+        assert!(
+            released.elapsed() < LEASE * 4,
+            "the healed replica never led again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "partition: a stepped down after {:?}, b led after {b_led:?}; a led again {:?} after b released",
+        a_stepped_down.unwrap_or_default(),
+        released.elapsed()
+    );
+    let _ = stop_a_tx.send(true);
+}
