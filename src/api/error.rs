@@ -275,8 +275,11 @@ impl ApiError {
         .with_header(header::RETRY_AFTER, HeaderValue::from(1u64))
     }
 
+    /// 503 for a passing condition (the catalog still loading, a pool deleted mid-batch):
+    /// like every 503 here it says when to retry.
     pub fn unavailable(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
+            .with_header(header::RETRY_AFTER, HeaderValue::from(1u64))
     }
 
     pub fn internal(source: impl Into<anyhow::Error>) -> Self {
