@@ -408,3 +408,26 @@ impl From<StoreError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_database_is_a_503_that_says_when_to_retry() {
+        let e = ApiError::from(StoreError::Database(sqlx::Error::PoolTimedOut));
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.problem().kind, "/problems/database-unavailable");
+        let response = e.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn a_write_conflict_is_a_503_to_retry_at_once_and_a_bug_stays_a_500() {
+        let conflict = ApiError::database_conflict();
+        assert_eq!(conflict.problem().kind, "/problems/database-conflict");
+        assert_eq!(conflict.into_response().headers()[header::RETRY_AFTER], "1");
+        let bug = ApiError::from(StoreError::Database(sqlx::Error::RowNotFound));
+        assert_eq!(bug.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}

@@ -21,9 +21,9 @@ struct Ledger {
     acknowledged: Mutex<Vec<(String, i64)>>,
     /// Acknowledged batches before the cut, during it, and after the restore.
     acked_by_phase: [AtomicU64; 3],
-    /// 503 answers, each with `Retry-After`.
+    /// 503 answers naming the database as the problem, each with `Retry-After`.
     unavailable: AtomicU64,
-    /// Anything else: a status that is neither 2xx nor 503 with `Retry-After`, or no answer.
+    /// Anything else: a status that is neither 2xx nor such a 503, or no answer.
     wrong: Mutex<Vec<String>>,
     /// 0 before the cut, 1 while cut, 2 after the restore.
     phase: AtomicU64,
@@ -49,7 +49,16 @@ impl Ledger {
         }
         let retry_after = response.headers().contains_key("retry-after");
         let body = response.text().await.unwrap_or_default();
-        if status == 503 && retry_after {
+        let kind = serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|p| p["type"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        // The database's absence (or a conflict it caused), said as such.
+        let database = matches!(
+            kind.as_str(),
+            "/problems/database-unavailable" | "/problems/database-conflict"
+        );
+        if status == 503 && retry_after && database {
             self.unavailable.fetch_add(1, Ordering::Relaxed);
         } else {
             self.wrong.lock().unwrap().push(format!(
