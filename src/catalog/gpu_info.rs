@@ -12,7 +12,11 @@ pub fn per_gpu_memory_mib(gpu_info: &str) -> Option<f64> {
     let end = rest
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(rest.len());
-    rest[..end].parse::<f64>().ok().filter(|m| *m > 0.0)
+    // A run of 400 digits parses to infinity, which is no size at all.
+    rest[..end]
+        .parse::<f64>()
+        .ok()
+        .filter(|m| m.is_finite() && *m > 0.0)
 }
 
 #[cfg(test)]
@@ -34,5 +38,7 @@ mod tests {
         assert_eq!(per_gpu_memory_mib("V100"), None);
         assert_eq!(per_gpu_memory_mib(""), None);
         assert_eq!(per_gpu_memory_mib("{'SizeInMiB': x}"), None);
+        let huge = format!("{{'SizeInMiB': {}}}", "9".repeat(400));
+        assert_eq!(per_gpu_memory_mib(&huge), None);
     }
 }

@@ -274,7 +274,7 @@ fn worker_of<'a>(series: &'a TimeSeries, mapping: &LabelMapping, rule: Rule) -> 
 /// Values gathered for one key, from the most trusted source seen so far.
 struct Combined {
     rank: u8,
-    sum: f64,
+    mean: f64,
     max: f64,
     count: usize,
 }
@@ -283,7 +283,7 @@ impl Combined {
     fn new(rank: u8, value: f64) -> Self {
         Self {
             rank,
-            sum: value,
+            mean: value,
             max: value,
             count: 1,
         }
@@ -293,9 +293,12 @@ impl Combined {
         match rank.cmp(&self.rank) {
             Ordering::Less => *self = Self::new(rank, value),
             Ordering::Equal => {
-                self.sum += value;
-                self.max = self.max.max(value);
                 self.count += 1;
+                // A running mean rather than a sum: two finite values near f64::MAX add up
+                // to infinity, while this stays between the smallest and largest value seen.
+                let n = self.count as f64;
+                self.mean = self.mean - self.mean / n + value / n;
+                self.max = self.max.max(value);
             }
             Ordering::Greater => {}
         }
@@ -366,11 +369,7 @@ pub fn map_series(req: &WriteRequest, mapping: &LabelMapping) -> Result<Mapped, 
     mapped.samples = combined
         .into_iter()
         .map(|((pool, worker, name, at_ms), c)| MappedSample {
-            value: if is_averaged(name) {
-                c.sum / c.count as f64
-            } else {
-                c.max
-            },
+            value: if is_averaged(name) { c.mean } else { c.max },
             pool,
             worker,
             name,

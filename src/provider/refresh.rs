@@ -155,7 +155,8 @@ fn gbps(text: &str) -> Option<f64> {
         .and_then(|n| n.parse::<f64>().ok())
         .filter(|_| unit >= 2)
         .unwrap_or(1.0);
-    Some(value * times)
+    // `inf Gigabit` parses as a number; a bandwidth must be a finite, non-negative one.
+    Some(value * times).filter(|g| g.is_finite() && *g >= 0.0)
 }
 
 #[cfg(test)]

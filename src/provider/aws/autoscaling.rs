@@ -129,7 +129,8 @@ impl Group {
                 on_demand_percentage_above_base: d
                     .as_ref()
                     .and_then(|d| d.on_demand_percentage)
-                    .unwrap_or(100),
+                    // A percentage over 100 is not one AWS accepts; read as "all on-demand".
+                    .map_or(100, |p| p.min(100)),
                 instance_types: m
                     .launch_template
                     .map(|lt| {

@@ -16,6 +16,13 @@ use crate::provider::{InstanceTypeInfo, PriceQuote};
 
 const MIB_PER_GIB: f64 = 1024.0;
 
+/// A size or count as the catalog can hold it: finite and not negative. The XML is read as
+/// `f64`, which accepts `inf`, `NaN`, `1e999` and `-8`; none of those is a size, so such a
+/// figure counts as not stated rather than reaching prices and memory checks.
+fn amount(value: Option<f64>) -> Option<f64> {
+    value.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
 #[derive(Debug, Deserialize)]
 pub struct DescribeInstanceTypesResponse {
     #[serde(rename = "instanceTypeSet", default)]
@@ -77,7 +84,7 @@ impl Gpu {
     /// GPUs per instance, fractional for types that get a slice of one: a slice is still
     /// capacity a scheduler can place work on, and `count` alone would call it none.
     fn count(&self) -> f64 {
-        match (self.count, self.partition) {
+        match (amount(self.count), amount(self.partition)) {
             (Some(c), _) if c > 0.0 => c,
             (_, Some(p)) if p > 0.0 && p < 1.0 => p,
             (c, _) => c.unwrap_or(0.0),
@@ -87,7 +94,7 @@ impl Gpu {
     /// Memory of one whole GPU, GiB. EC2 gives a slice's memory for fractional types, so it is
     /// scaled back up, keeping count × memory equal to what the instance gets.
     fn memory_gib(&self) -> f64 {
-        let mib = self.memory.as_ref().and_then(|m| m.size_mib).unwrap_or(0.0);
+        let mib = amount(self.memory.as_ref().and_then(|m| m.size_mib)).unwrap_or(0.0);
         let count = self.count();
         let whole = if count > 0.0 && count < 1.0 {
             mib / count
@@ -132,16 +139,16 @@ impl InstanceType {
         // Instance store without NVMe (old HDD types) is not the fast scratch disk training
         // wants, so it counts as none.
         let local_nvme_gb = match (&self.storage, self.storage_supported) {
-            (Some(s), _) if s.nvme.as_deref() != Some("unsupported") => s.total_gb.or(Some(0.0)),
+            (Some(s), _) if s.nvme.as_deref() != Some("unsupported") => {
+                amount(s.total_gb).or(Some(0.0))
+            }
             (Some(_), _) | (None, Some(false)) => Some(0.0),
             (None, _) => None,
         };
         InstanceTypeInfo {
             instance_type: self.instance_type,
-            vcpus: self.vcpu.and_then(|v| v.default_vcpus).unwrap_or(0.0),
-            memory_gib: self
-                .memory
-                .and_then(|m| m.size_mib)
+            vcpus: amount(self.vcpu.and_then(|v| v.default_vcpus)).unwrap_or(0.0),
+            memory_gib: amount(self.memory.and_then(|m| m.size_mib))
                 .map_or(0.0, |mib| mib / MIB_PER_GIB),
             gpu_model: gpu.as_ref().and_then(|g| non_empty(g.name.clone())),
             gpu_count: gpu.as_ref().map_or(0.0, Gpu::count),

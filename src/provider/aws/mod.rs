@@ -10,7 +10,7 @@ pub mod error;
 pub mod query;
 pub mod settings;
 pub mod sign;
-mod xml;
+pub mod xml;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
