@@ -32,6 +32,7 @@ mod remote_write_fuzz;
 mod replicas;
 mod scale_properties;
 mod select_cases;
+mod select_properties;
 mod simulate;
 mod store_contract;
 mod tls;
