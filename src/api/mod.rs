@@ -131,7 +131,69 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut spec = routes(1, 1, 1, 1).split_for_parts().1;
     auth::document(&mut spec);
     idempotency::document(&mut spec);
+    document_bodies(&mut spec);
     spec
+}
+
+/// Adds the answers the extractors give before a handler runs: 413 from the route's body
+/// limit, 415 from the content-type check (of [`ApiJson`] or the handler's own), 400 for
+/// malformed JSON and 400 for an unknown query parameter (of [`ApiQuery`]). Added here rather
+/// than on each handler so a new route cannot forget them.
+///
+/// [`ApiJson`]: extract::ApiJson
+/// [`ApiQuery`]: extract::ApiQuery
+fn document_bodies(spec: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let problem = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                error::PROBLEM_JSON,
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build()
+    };
+    for item in spec.paths.paths.values_mut() {
+        let ops = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+        ];
+        for op in ops.into_iter().flatten() {
+            let has_query = op
+                .parameters
+                .iter()
+                .flatten()
+                .any(|p| matches!(p.parameter_in, utoipa::openapi::path::ParameterIn::Query));
+            if has_query {
+                op.responses
+                    .responses
+                    .entry("400".into())
+                    .or_insert_with(|| problem("Unknown query parameter").into());
+            }
+            let Some(body) = &op.request_body else {
+                continue;
+            };
+            if body.content.contains_key("application/json") {
+                op.responses
+                    .responses
+                    .entry("400".into())
+                    .or_insert_with(|| problem("Malformed JSON").into());
+            }
+            let types: Vec<&str> = body.content.keys().map(String::as_str).collect();
+            let types = types.join(" or ");
+            let responses = &mut op.responses.responses;
+            responses
+                .entry("413".into())
+                .or_insert_with(|| problem("Body over the route's limit").into());
+            responses
+                .entry("415".into())
+                .or_insert_with(|| problem(&format!("Content-Type is not {types}")).into());
+        }
+    }
 }
 
 /// The whole HTTP application.
@@ -145,6 +207,7 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     .split_for_parts();
     auth::document(&mut spec);
     idempotency::document(&mut spec);
+    document_bodies(&mut spec);
     let spec_json = spec.clone();
     api.route(
         "/openapi.json",

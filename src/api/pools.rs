@@ -344,6 +344,7 @@ pub struct EventList {
         (status = 200, description = "A page of events", body = EventList),
         (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such pool", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`limit` out of range", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_events(
     State(state): State<AppState>,
