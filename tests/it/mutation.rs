@@ -18,6 +18,8 @@ const TOKENS: &[&str] = &[
     "-1e999",
     "1e-999",
     "99999999999999999999999999999999999999999999",
+    // Past f64's range (about 1.8e308) without exponent notation: parses to infinity.
+    "99999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999999",
     "1.7976931348623157e308",
     "18446744073709551616",
     "4294967296",
@@ -131,7 +133,7 @@ pub fn replace_number(text: &str, nth: usize, token_index: usize) -> String {
     }
     let (start, end) = runs[nth % runs.len()];
     // Only the number-like tokens: a delimiter here would just be another truncation.
-    let numbers = &TOKENS[..14];
+    let numbers = &TOKENS[..15];
     format!(
         "{}{}{}",
         &text[..start],
@@ -185,6 +187,7 @@ fn edits_change_the_input_in_the_documented_ways() {
     };
     assert_eq!(apply(b"x", &[token]), b"inf");
     assert_eq!(replace_number("a,1.5,b,20", 1, 7), "a,1.5,b,1e999");
+    assert_eq!(TOKENS[14], "4294967296", "the number tokens come first");
 }
 
 /// `n` values of `strategy` from a fixed seed, for HTTP checks that run outside proptest's
