@@ -63,6 +63,13 @@ struct InstanceTypeItem {
     cpu_architecture: Option<String>,
 }
 
+/// A size or count as the catalog can hold it: finite and not negative. JSON has no infinity,
+/// but a negative `MemorySize` or `GPUAmount` parses fine and is no size; it counts as not
+/// stated.
+fn amount(value: Option<f64>) -> Option<f64> {
+    value.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
 impl InstanceTypeItem {
     fn into_info(self) -> InstanceTypeInfo {
         let gpu_model = self
@@ -71,18 +78,18 @@ impl InstanceTypeItem {
             .filter(|s| !s.is_empty());
         InstanceTypeInfo {
             instance_type: self.instance_type_id,
-            vcpus: self.cpu_core_count.unwrap_or(0.0),
-            memory_gib: self.memory_size.unwrap_or(0.0),
+            vcpus: amount(self.cpu_core_count).unwrap_or(0.0),
+            memory_gib: amount(self.memory_size).unwrap_or(0.0),
             gpu_model,
-            gpu_count: self.gpu_amount.unwrap_or(0.0),
-            gpu_memory_gib: self.gpu_memory_size.unwrap_or(0.0),
-            network: self.instance_bandwidth_rx.and_then(network_text),
+            gpu_count: amount(self.gpu_amount).unwrap_or(0.0),
+            gpu_memory_gib: amount(self.gpu_memory_size).unwrap_or(0.0),
+            network: amount(self.instance_bandwidth_rx).and_then(network_text),
             // Elastic RDMA interfaces (ERI) are how ECS offers eRDMA.
             rdma: self.eri_quantity.unwrap_or(0.0) > 0.0,
             local_nvme_gb: local_nvme_gb(
                 self.local_storage_category.as_deref(),
-                self.local_storage_amount,
-                self.local_storage_capacity,
+                amount(self.local_storage_amount),
+                amount(self.local_storage_capacity),
             ),
             arch: self.cpu_architecture.as_deref().map(arch),
         }
@@ -112,7 +119,8 @@ fn local_nvme_gb(
         return Some(0.0);
     }
     let gib = amount.unwrap_or(1.0) * capacity?;
-    Some((gib * 1.073_741_824).round())
+    // Two finite figures can still multiply past f64's range.
+    Some((gib * 1.073_741_824).round()).filter(|gb| gb.is_finite())
 }
 
 fn arch(cpu_architecture: &str) -> String {
@@ -405,6 +413,7 @@ pub async fn instances(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn bandwidth_uses_alibabas_1024_kbit_gigabit() {
@@ -425,6 +434,71 @@ mod tests {
         );
         assert_eq!(local_nvme_gb(Some(""), None, None), Some(0.0));
         assert_eq!(local_nvme_gb(None, None, None), Some(0.0));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// Any numbers in a DescribeInstanceTypes item: the facts read are finite and not
+        /// negative, whatever the JSON said.
+        #[test]
+        fn instance_type_figures_are_in_range(
+            figures in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::prelude::any::<f64>().prop_filter("JSON has no NaN or infinity", |v| v.is_finite()),
+                    proptest::prelude::Just(f64::MAX),
+                    proptest::prelude::Just(-1.0),
+                    proptest::prelude::Just(0.0),
+                ],
+                8,
+            ),
+            category in proptest::sample::select(vec!["local_nvme_ssd", "local_hdd_pro", "cloud_essd", ""]),
+        ) {
+            let item = serde_json::json!({
+                "InstanceTypeId": "ecs.gn7i-c8g1.2xlarge",
+                "CpuCoreCount": figures[0],
+                "MemorySize": figures[1],
+                "GPUSpec": "NVIDIA A10",
+                "GPUAmount": figures[2],
+                "GPUMemorySize": figures[3],
+                "InstanceBandwidthRx": figures[4],
+                "EriQuantity": figures[5],
+                "LocalStorageCapacity": figures[6],
+                "LocalStorageAmount": figures[7],
+                "LocalStorageCategory": category,
+            });
+            let body = serde_json::json!({"InstanceTypes": {"InstanceType": [item]}}).to_string();
+            let page: InstanceTypesResponse = serde_json::from_str(&body).expect("valid JSON numbers");
+            for info in page.instance_types.into_iter().flat_map(|l| l.items).map(InstanceTypeItem::into_info) {
+                for v in [info.vcpus, info.memory_gib, info.gpu_count, info.gpu_memory_gib] {
+                    prop_assert!(v.is_finite() && v >= 0.0, "{info:?}");
+                }
+                if let Some(gb) = info.local_nvme_gb {
+                    prop_assert!(gb.is_finite() && gb >= 0.0, "{info:?}");
+                }
+            }
+        }
+
+        /// Arbitrary bytes as a DescribeInstanceTypes body: an error or an answer, no panic.
+        #[test]
+        fn arbitrary_bodies_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Ok(page) = serde_json::from_slice::<InstanceTypesResponse>(&bytes) {
+                let _ = page.instance_types.map(|l| l.items.into_iter().map(InstanceTypeItem::into_info).count());
+            }
+        }
+    }
+
+    #[test]
+    fn negative_or_overflowing_figures_count_as_not_stated() {
+        let item: InstanceTypeItem = serde_json::from_value(serde_json::json!({
+            "InstanceTypeId": "ecs.x", "MemorySize": -8.0, "GPUAmount": -1.0,
+            "LocalStorageCategory": "local_nvme_ssd", "LocalStorageAmount": 1e300,
+            "LocalStorageCapacity": 1e300,
+        }))
+        .unwrap();
+        let info = item.into_info();
+        assert_eq!((info.memory_gib, info.gpu_count), (0.0, 0.0));
+        assert_eq!(info.local_nvme_gb, None);
     }
 
     #[test]
