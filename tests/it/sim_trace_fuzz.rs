@@ -1,7 +1,7 @@
 //! The simulator's trace reader (CSV with a header, or JSON Lines) under arbitrary and
 //! mutated files: a bad file is an error naming its lines, never a panic, and every event it
-//! reads has finite, in-range figures (positive durations and prices, rates that are
-//! probabilities per hour, non-negative checkpoint intervals).
+//! reads has finite, in-range figures (positive durations, prices of 0 or more, rates that are
+//! finite and not negative, positive checkpoint intervals), in time order.
 
 use proptest::prelude::*;
 use trainscaler::core::sim::trace::TraceEvent;
@@ -40,8 +40,9 @@ fn check_file(bytes: &[u8], jsonl: bool) -> Result<(), TestCaseError> {
                 prop_assert!(j.duration_ms > 0, "{j:?}");
                 prop_assert!(j.checkpoint_interval_ms.is_none_or(|c| c > 0), "{j:?}");
             }
+            // A spot price of 0 is allowed (the trace format says "0 or more").
             TraceEvent::SpotPrice { price, .. } => {
-                prop_assert!(price.is_finite() && *price > 0.0, "{e:?}");
+                prop_assert!(price.is_finite() && *price >= 0.0, "{e:?}");
             }
             TraceEvent::InterruptionRate { rate_per_hour, .. } => {
                 prop_assert!(rate_per_hour.is_finite() && *rate_per_hour >= 0.0, "{e:?}");
