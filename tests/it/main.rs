@@ -33,6 +33,7 @@ mod replicas;
 mod scale_properties;
 mod select_cases;
 mod select_properties;
+mod shutdown;
 mod sim_trace_fuzz;
 mod simulate;
 mod store_contract;
