@@ -570,6 +570,32 @@ async fn the_fleet_page_asks_browsers_for_the_key_as_a_password(backend: Backend
     }
 }
 
+/// A burst of requests with a key not in the cache (new, or expired under load) pays at most
+/// one Argon2 verification per hashing slot, not one per request: those that waited for a slot
+/// find the key already verified.
+async fn a_burst_with_an_uncached_key_verifies_it_a_few_times_not_once_per_request(
+    backend: Backend,
+) {
+    let app = TestApp::spawn_empty(backend).await;
+    let (token, _) = make_key(&app, &["read"]).await;
+    let client = client_with_key(&token);
+    let before = app.state.auth.slow_checks();
+    let burst = (0..32).map(|_| {
+        let client = client.clone();
+        let url = app.url("/v1/pools");
+        tokio::spawn(async move { client.get(url).send().await.map(|r| r.status()) })
+    });
+    for request in burst.collect::<Vec<_>>() {
+        let status = request.await.unwrap().unwrap();
+        assert_eq!(status, 200);
+    }
+    let checks = app.state.auth.slow_checks() - before;
+    assert!(
+        (1..=trainscaler::auth::verifier::MAX_CONCURRENT_HASHES as u64).contains(&checks),
+        "32 requests with one new key ran {checks} Argon2 verifications"
+    );
+}
+
 on_both_backends!(
     the_fleet_page_asks_browsers_for_the_key_as_a_password,
     every_route_needs_the_scope_it_documents,
@@ -582,4 +608,5 @@ on_both_backends!(
     signed_webhooks_are_accepted_inside_the_window_only,
     ingestion_is_rate_limited_per_key,
     requests_past_the_concurrency_limit_are_shed_with_retry_after,
+    a_burst_with_an_uncached_key_verifies_it_a_few_times_not_once_per_request,
 );
