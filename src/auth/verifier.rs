@@ -38,6 +38,16 @@ pub struct Principal {
     pub scopes: Scopes,
 }
 
+impl Principal {
+    /// The principal of the stored API key `id`.
+    pub fn key(id: &str, scopes: Scopes) -> Self {
+        Self {
+            name: format!("key:{id}"),
+            scopes,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
     /// The token is not one of our live keys. Deliberately carries no reason.
@@ -66,6 +76,9 @@ pub struct KeyVerifier {
     hashes: Arc<Semaphore>,
     /// Argon2 verifications run, for tests that every refusal pays the same.
     slow_checks: AtomicU64,
+    /// Bumped by every revocation. A check that read its key's row before a revocation must
+    /// not put the key back in the cache after `forget` took it out.
+    revocations: AtomicU64,
 }
 
 fn digest(secret: &str) -> [u8; 32] {
@@ -83,6 +96,7 @@ impl KeyVerifier {
             dummy_hash,
             hashes: Arc::new(Semaphore::new(MAX_CONCURRENT_HASHES)),
             slow_checks: AtomicU64::new(0),
+            revocations: AtomicU64::new(0),
         })
     }
 
@@ -92,11 +106,9 @@ impl KeyVerifier {
         if let Some(t) = &token
             && let Some(scopes) = self.cached(t)
         {
-            return Ok(Principal {
-                name: format!("key:{}", t.id),
-                scopes,
-            });
+            return Ok(Principal::key(&t.id, scopes));
         }
+        let revocations = self.revocations.load(Ordering::SeqCst);
         let row = match &token {
             Some(t) => self.store.active_key(&t.id).await?,
             None => None,
@@ -119,10 +131,7 @@ impl KeyVerifier {
         if let Some(t) = &token
             && let Some(scopes) = self.cached(t)
         {
-            return Ok(Principal {
-                name: format!("key:{}", t.id),
-                scopes,
-            });
+            return Ok(Principal::key(&t.id, scopes));
         }
         self.slow_checks.fetch_add(1, Ordering::Relaxed);
         // The slot travels with the hash, so a cancelled request still holds it until Argon2
@@ -136,12 +145,9 @@ impl KeyVerifier {
         .map_err(|e| VerifyError::Internal(e.to_string()))?;
         match (token, row) {
             (Some(t), Some(r)) if matched => {
-                self.remember(&t, r.scopes);
+                self.remember(&t, r.scopes, revocations);
                 drop(permit);
-                Ok(Principal {
-                    name: format!("key:{}", t.id),
-                    scopes: r.scopes,
-                })
+                Ok(Principal::key(&t.id, r.scopes))
             }
             _ => Err(VerifyError::Invalid),
         }
@@ -154,10 +160,17 @@ impl KeyVerifier {
         (same && hit.until > Instant::now()).then_some(hit.scopes)
     }
 
-    fn remember(&self, t: &Token, scopes: Scopes) {
+    /// Caches a verified key, unless a key was revoked since its row was read (`revocations`
+    /// then): that row may be the revoked key's, and this request is the last it answers.
+    fn remember(&self, t: &Token, scopes: Scopes, revocations: u64) {
         let Ok(mut cache) = self.cache.lock() else {
             return;
         };
+        // Checked under the lock `forget` takes, so a revocation is either seen here or
+        // removes this entry after it is written.
+        if self.revocations.load(Ordering::SeqCst) != revocations {
+            return;
+        }
         let now = Instant::now();
         if cache.len() >= CACHE_SWEEP_AT {
             cache.retain(|_, c| c.until > now);
@@ -180,6 +193,7 @@ impl KeyVerifier {
     /// Forgets a key at once (this replica revoked it).
     pub fn forget(&self, id: &str) {
         if let Ok(mut cache) = self.cache.lock() {
+            self.revocations.fetch_add(1, Ordering::SeqCst);
             cache.remove(id);
         }
     }
