@@ -252,7 +252,6 @@ pub fn document(spec: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::security::{
         HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
     };
-    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 
     let components = spec.components.get_or_insert_with(Default::default);
     components.add_security_scheme(
@@ -266,17 +265,7 @@ pub fn document(spec: &mut utoipa::openapi::OpenApi) {
                 .build(),
         ),
     );
-    let problem = |description: &str| {
-        ResponseBuilder::new()
-            .description(description)
-            .content(
-                super::error::PROBLEM_JSON,
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("Problem")))
-                    .build(),
-            )
-            .build()
-    };
+    let problem = super::error::problem_response;
     for (path, item) in spec.paths.paths.iter_mut() {
         let ops = [
             (Method::GET, &mut item.get),

@@ -409,6 +409,20 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// An OpenAPI response: a problem document with this description.
+pub fn problem_response(description: &str) -> utoipa::openapi::Response {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            PROBLEM_JSON,
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -143,18 +143,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// [`ApiJson`]: extract::ApiJson
 /// [`ApiQuery`]: extract::ApiQuery
 fn document_bodies(spec: &mut utoipa::openapi::OpenApi) {
-    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
-    let problem = |description: &str| {
-        ResponseBuilder::new()
-            .description(description)
-            .content(
-                error::PROBLEM_JSON,
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("Problem")))
-                    .build(),
-            )
-            .build()
-    };
+    let problem = error::problem_response;
     for item in spec.paths.paths.values_mut() {
         let ops = [
             &mut item.get,

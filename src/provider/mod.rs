@@ -30,6 +30,14 @@ pub const AWS: &str = "aws";
 pub const ALIBABA: &str = "alibaba";
 pub use crate::core::policy::STATIC_PROVIDER as STATIC;
 
+/// A size, count or bandwidth from a cloud's answer as the catalog can hold it: finite and not
+/// negative. Clouds' numbers are parsed as `f64`, which takes `inf`, `NaN`, `1e999` and `-8`;
+/// none of those is a size, so such a figure counts as not stated rather than reaching prices
+/// and memory checks.
+pub(crate) fn amount(value: Option<f64>) -> Option<f64> {
+    value.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
 /// A cloud's capacity API, as the reconciler uses it.
 #[async_trait]
 pub trait Provider: Send + Sync + std::fmt::Debug {

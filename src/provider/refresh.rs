@@ -155,8 +155,8 @@ fn gbps(text: &str) -> Option<f64> {
         .and_then(|n| n.parse::<f64>().ok())
         .filter(|_| unit >= 2)
         .unwrap_or(1.0);
-    // `inf Gigabit` parses as a number; a bandwidth must be a finite, non-negative one.
-    Some(value * times).filter(|g| g.is_finite() && *g >= 0.0)
+    // `inf Gigabit` parses as a number.
+    super::amount(Some(value * times))
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! What a database failure says about the database rather than about the request: whether it
 //! could not be reached (or is shutting down, or starting), whether the write met a
 //! conflicting one, or neither. The API answers the first two with 503 and `Retry-After`, so
-//! a client retries instead of reading a 500 as a bug; background tasks log them as outages.
+//! a client retries instead of reading a 500 as a bug; the KEDA scaler maps them to gRPC
+//! `UNAVAILABLE` the same way.
 
 use super::StoreError;
 

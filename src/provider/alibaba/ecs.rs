@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use super::rpc::{self, RpcClient, Service};
 use crate::core::catalog::Market;
-use crate::provider::{InstanceTypeInfo, PriceQuote, ProviderResult};
+use crate::provider::{InstanceTypeInfo, PriceQuote, ProviderResult, amount};
 
 /// `InstanceTypes.N` takes at most 10 values per call.
 const TYPES_PER_CALL: usize = 10;
@@ -61,13 +61,6 @@ struct InstanceTypeItem {
     local_storage_category: Option<String>,
     #[serde(default)]
     cpu_architecture: Option<String>,
-}
-
-/// A size or count as the catalog can hold it: finite and not negative. JSON has no infinity,
-/// but a negative `MemorySize` or `GPUAmount` parses fine and is no size; it counts as not
-/// stated.
-fn amount(value: Option<f64>) -> Option<f64> {
-    value.filter(|v| v.is_finite() && *v >= 0.0)
 }
 
 impl InstanceTypeItem {

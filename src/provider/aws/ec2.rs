@@ -12,16 +12,9 @@ use serde::Deserialize;
 
 use super::xml::{Items, non_empty, time_ms};
 use crate::core::catalog::Market;
-use crate::provider::{InstanceTypeInfo, PriceQuote};
+use crate::provider::{InstanceTypeInfo, PriceQuote, amount};
 
 const MIB_PER_GIB: f64 = 1024.0;
-
-/// A size or count as the catalog can hold it: finite and not negative. The XML is read as
-/// `f64`, which accepts `inf`, `NaN`, `1e999` and `-8`; none of those is a size, so such a
-/// figure counts as not stated rather than reaching prices and memory checks.
-fn amount(value: Option<f64>) -> Option<f64> {
-    value.filter(|v| v.is_finite() && *v >= 0.0)
-}
 
 #[derive(Debug, Deserialize)]
 pub struct DescribeInstanceTypesResponse {
