@@ -24,7 +24,7 @@ use crate::provider::static_provider::{StaticProvider, StaticSettings};
 use crate::reconcile::leader::hold_lease;
 use crate::reconcile::{ReconcileSettings, Reconciler, replica_name};
 use crate::snapshot::CatalogCache;
-use crate::store::{CatalogImport, ImportReport, Store, StoreOptions};
+use crate::store::{CatalogImport, ImportReport, PgStore, Store, StoreOptions};
 use crate::timefmt::{now_ms, parse_rfc3339_ms};
 
 /// What every request handler shares. Cheap to clone.
@@ -47,9 +47,10 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// How long an ingestion batch's idempotency key is remembered.
     pub idempotency_ttl_ms: i64,
-    /// Largest body read to hash for an idempotency key: the larger of the JSON and
-    /// ingestion limits (each route's own limit still applies after).
-    pub max_idempotent_body: usize,
+    /// Body limits of the routes that take idempotency keys, which read the body before the
+    /// route's own limit layer does: the JSON routes' and the webhooks'.
+    pub max_json_body: usize,
+    pub max_ingest_body: usize,
 }
 
 impl AppState {
@@ -140,7 +141,8 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         max_decompressed_bytes: serve.max_ingest_bytes.saturating_mul(4),
         auth,
         idempotency_ttl_ms: serve.idempotency_ttl_ms(),
-        max_idempotent_body: serve.max_ingest_bytes.max(serve.max_body_bytes),
+        max_json_body: serve.max_body_bytes,
+        max_ingest_body: serve.max_ingest_bytes,
     })
 }
 
@@ -331,12 +333,7 @@ fn follow_activity(store: Store, activity: broadcast::Sender<String>) {
                     // Quiet for a while: make sure the session is alive, as a partition
                     // leaves a connection open that never delivers anything again.
                     Err(_) => {
-                        let alive = tokio::time::timeout(
-                            LISTENER_CHECK,
-                            sqlx::query("SELECT 1").execute(&mut listener),
-                        )
-                        .await;
-                        if !matches!(alive, Ok(Ok(_))) {
+                        if !PgStore::listener_answers(&mut listener, LISTENER_CHECK).await {
                             tracing::warn!(
                                 "pool activity listener stopped answering; reconnecting"
                             );
@@ -350,7 +347,7 @@ fn follow_activity(store: Store, activity: broadcast::Sender<String>) {
 }
 
 /// How long a quiet LISTEN session goes before it is checked.
-const LISTENER_CHECK: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const LISTENER_CHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Deletes raw samples past their retention every ten minutes, in the background.
 fn prune_samples(store: Store, retention_hours: u64) {

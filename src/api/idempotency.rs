@@ -152,9 +152,23 @@ pub async fn idempotent(State(state): State<AppState>, req: Request, next: Next)
     };
     let caller = caller_of(req.extensions().get::<Principal>());
     let (parts, body) = req.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, state.max_idempotent_body).await else {
-        return ApiError::payload_too_large("the request body is larger than this route accepts")
+    // The route's own limit (it is layered inside this middleware), so a keyed request is
+    // refused at the size it would be without a key.
+    let limit = if route.starts_with("/v1/webhooks/") {
+        state.max_ingest_body
+    } else {
+        state.max_json_body
+    };
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return if e.into_inner().is::<http_body_util::LengthLimitError>() {
+                ApiError::payload_too_large("the request body is larger than this route accepts")
+            } else {
+                ApiError::bad_request("body", "could not be read")
+            }
             .into_response();
+        }
     };
     let hash = request_hash(&parts.method, &route, &bytes);
     let now = now_ms();
@@ -198,21 +212,9 @@ pub async fn idempotent(State(state): State<AppState>, req: Request, next: Next)
 pub fn document(spec: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::header::HeaderBuilder;
     use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
-    use utoipa::openapi::{
-        ContentBuilder, ObjectBuilder, Ref, RefOr, Required, ResponseBuilder, Type,
-    };
+    use utoipa::openapi::{ObjectBuilder, RefOr, Required, Type};
 
-    let problem = |description: &str| {
-        ResponseBuilder::new()
-            .description(description)
-            .content(
-                super::error::PROBLEM_JSON,
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("Problem")))
-                    .build(),
-            )
-            .build()
-    };
+    let problem = super::error::problem_response;
     let key_schema = ObjectBuilder::new()
         .schema_type(Type::String)
         .min_length(Some(1))

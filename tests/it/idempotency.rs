@@ -193,6 +193,35 @@ async fn the_same_key_with_another_body_is_422_and_writes_nothing(backend: Backe
     assert_eq!(r.status(), 200);
 }
 
+/// A keyed body is read under its route's own limit: the webhooks' 16 MiB, the JSON routes'
+/// 1 MiB (the test server's settings), as it would be without a key.
+async fn keyed_bodies_meet_their_routes_own_limit(backend: Backend) {
+    let app = app_with_pool(backend).await;
+    let padding = " ".repeat(2 * 1024 * 1024);
+    let body = format!("{}{padding}", batch(3.0, &rfc3339_ago(5)));
+    let r = app
+        .client
+        .post(app.url(METRICS))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "big")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+    let r = app
+        .client
+        .post(app.url("/v1/prices"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "big")
+        .body(format!("{{\"prices\": []}}{padding}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(keys_stored(&app).await, 1);
+}
+
 async fn malformed_keys_are_400_naming_the_header(backend: Backend) {
     let app = app_with_pool(backend).await;
     let body = batch(3.0, &rfc3339_ago(5));
@@ -457,6 +486,7 @@ on_both_backends!(
     replays_keep_the_status_of_other_ingestion_routes,
     the_same_key_with_another_body_is_422_and_writes_nothing,
     malformed_keys_are_400_naming_the_header,
+    keyed_bodies_meet_their_routes_own_limit,
     racing_duplicates_write_once_and_all_get_the_first_answer,
     keys_of_other_callers_are_independent,
     a_failed_request_leaves_the_key_free,
