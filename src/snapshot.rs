@@ -15,7 +15,7 @@ use arc_swap::ArcSwapOption;
 use tokio::sync::Mutex;
 
 use crate::core::catalog::CatalogSnapshot;
-use crate::store::{Store, StoreResult};
+use crate::store::{PgStore, Store, StoreResult};
 
 /// How soon a lost catalog listener is reconnected.
 const LISTENER_RETRY: Duration = Duration::from_secs(1);
@@ -109,12 +109,21 @@ impl CatalogCache {
                 }
                 match listener.as_mut() {
                     // A notification or the poll interval, whichever comes first.
-                    Some(l) => {
-                        if let Ok(Err(e)) = tokio::time::timeout(poll, l.try_recv()).await {
+                    Some(l) => match tokio::time::timeout(poll, l.try_recv()).await {
+                        Ok(Err(e)) => {
                             tracing::warn!(error = %e, "catalog listener failed; reconnecting");
                             listener = None;
                         }
-                    }
+                        // A quiet poll: make sure the session is alive, as a partition
+                        // leaves it open and silent (then the next turn reconnects).
+                        Err(_)
+                            if !PgStore::listener_answers(l, crate::app::LISTENER_CHECK).await =>
+                        {
+                            tracing::warn!("catalog listener stopped answering; reconnecting");
+                            listener = None;
+                        }
+                        _ => {}
+                    },
                     // Without a listener (PostgreSQL is down, or this is SQLite) wait for the
                     // poll; on PostgreSQL no longer than the reconnect backoff, so that a
                     // long poll interval does not leave this replica deaf to notifications

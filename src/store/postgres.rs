@@ -99,6 +99,16 @@ impl PgStore {
     const LOCK_POOL: &'static str = concat!(pool_read_sql!(), " FOR NO KEY UPDATE OF p");
 
     /// A listener for pool activity (see [`ACTIVITY_CHANNEL`]).
+    /// Whether a LISTEN session still answers within `within`. A partition leaves the
+    /// connection open and silent, so a quiet listener cannot tell "no news" from "cut off"
+    /// without asking.
+    pub async fn listener_answers(listener: &mut PgListener, within: std::time::Duration) -> bool {
+        matches!(
+            tokio::time::timeout(within, sqlx::query("SELECT 1").execute(listener)).await,
+            Ok(Ok(_))
+        )
+    }
+
     pub async fn activity_listener(&self) -> StoreResult<PgListener> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(ACTIVITY_CHANNEL).await?;
