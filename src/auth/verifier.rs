@@ -198,3 +198,31 @@ impl KeyVerifier {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::scope::Scope;
+
+    /// A check that read its row before a revocation (and so saw the old counter) must not
+    /// cache the key afterwards; one that started after it may.
+    #[tokio::test]
+    async fn a_check_begun_before_a_revocation_does_not_cache_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/keys.db", dir.path().display());
+        let verifier = KeyVerifier::new(Store::connect(&url).await.unwrap()).unwrap();
+        let token = Token::generate().unwrap();
+        let scopes = Scopes::new([Scope::Read]);
+
+        let before = verifier.revocations.load(Ordering::SeqCst);
+        verifier.forget(&token.id);
+        verifier.remember(&token, scopes, before);
+        assert_eq!(verifier.cached(&token), None);
+
+        let after = verifier.revocations.load(Ordering::SeqCst);
+        verifier.remember(&token, scopes, after);
+        assert_eq!(verifier.cached(&token), Some(scopes));
+        verifier.forget(&token.id);
+        assert_eq!(verifier.cached(&token), None);
+    }
+}
