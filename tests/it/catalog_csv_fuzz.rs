@@ -7,7 +7,7 @@ use trainscaler::catalog::ImportedOffering;
 use trainscaler::catalog::skypilot;
 
 use crate::common::{Backend, TestApp};
-use crate::mutation::{apply_text, assert_handled, edits, replace_number, samples};
+use crate::mutation::{apply_text, edits, post_each, replace_number, samples};
 
 /// The first rows of the real bundled AWS catalog (GpuInfo literals, zones, empty spot
 /// prices).
@@ -123,22 +123,12 @@ fn an_infinite_gpu_memory_size_is_not_taken() {
 async fn mutated_uploads_get_a_4xx_problem_never_a_5xx() {
     let app = TestApp::spawn_empty(Backend::Sqlite).await;
     let base = aws_rows();
-    let bodies = samples(edits(4), 40);
-    let mut rejected = 0;
-    for (i, e) in bodies.iter().enumerate() {
-        let body = crate::mutation::apply(base.as_bytes(), e);
-        let response = app
-            .client
-            .post(app.url("/v1/catalog/import?provider=aws&format=skypilot"))
-            .header("content-type", "text/csv")
-            .body(body)
-            .send()
-            .await
-            .expect("POST");
-        if assert_handled(response, &format!("upload {i}")).await >= 400 {
-            rejected += 1;
-        }
-    }
+    let bodies = samples(edits(4), 40)
+        .into_iter()
+        .map(|e| crate::mutation::apply(base.as_bytes(), &e));
+    let csv = [("content-type", "text/csv")];
+    let path = "/v1/catalog/import?provider=aws&format=skypilot";
+    let rejected = post_each(&app, path, &csv, bodies).await;
     // Some mutations must have broken the file, or the check above proved nothing.
     assert!(rejected > 0, "no mutated upload was rejected");
 }

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use crate::common::{Backend, TestDb, aws_fixture};
+use crate::common::{Backend, ServerLog, TestDb, aws_fixture};
 use crate::on_both_backends;
 
 fn trainscaler(db: &TestDb, args: &[&str]) -> Output {
@@ -133,7 +133,6 @@ fn a_bad_database_url_is_refused_before_anything_starts() {
 /// directory, the bundled catalog is loaded, and real offerings are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_with_no_configuration_answers_from_the_bundled_catalog() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
     let dir = tempfile::tempdir().unwrap();
@@ -146,31 +145,9 @@ async fn serve_with_no_configuration_answers_from_the_bundled_catalog() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    // Read stderr to the end on a thread of its own: the address comes from the "listening"
-    // line, and everything the server says is kept to show if the test fails.
-    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Option<String>>();
-    let lines = std::sync::Arc::clone(&log);
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if !sent
-                && let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
-                && event["message"] == "listening"
-            {
-                let _ = addr_tx.send(event["addr"].as_str().map(str::to_string));
-                sent = true;
-            }
-            lines.lock().unwrap().push(line);
-        }
-        let _ = addr_tx.send(None);
-    });
-    let server_log = || log.lock().unwrap().join("\n");
-    let addr = tokio::task::spawn_blocking(move || addr_rx.recv().ok().flatten())
-        .await
-        .unwrap();
+    let mut log = ServerLog::follow(child.stderr.take().unwrap());
+    let addr = log.listening_addr().await;
+    let server_log = || log.text();
     let Some(addr) = addr else {
         let _ = child.kill();
         panic!("the server exited without listening:\n{}", server_log());

@@ -9,7 +9,7 @@ use trainscaler::ingest::cloud_events::{self, Parsed};
 use trainscaler::timefmt::MAX_CLOCK_SKEW_MS;
 
 use crate::common::{Backend, TestApp};
-use crate::mutation::{apply, assert_handled, edits, samples};
+use crate::mutation::{apply, edits, post_each, samples};
 
 /// 2026-12-03T12:00:00Z.
 const NOW_MS: i64 = 1_796_300_000_000;
@@ -165,19 +165,10 @@ fn the_fixtures_parse() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutated_bodies_get_a_4xx_problem_never_a_5xx() {
     let app = TestApp::spawn_empty(Backend::Sqlite).await;
-    let mut rejected = 0;
-    for (i, (text, e)) in samples((fixture(), edits(3)), 40).iter().enumerate() {
-        let response = app
-            .client
-            .post(app.url("/v1/webhooks/events"))
-            .header("content-type", "application/json")
-            .body(apply(text.as_bytes(), e))
-            .send()
-            .await
-            .expect("POST");
-        if assert_handled(response, &format!("body {i}")).await >= 400 {
-            rejected += 1;
-        }
-    }
+    let bodies = samples((fixture(), edits(3)), 40)
+        .into_iter()
+        .map(|(text, e)| apply(text.as_bytes(), &e));
+    let json = [("content-type", "application/json")];
+    let rejected = post_each(&app, "/v1/webhooks/events", &json, bodies).await;
     assert!(rejected > 0, "no mutated body was rejected");
 }

@@ -305,6 +305,16 @@ impl Drop for TestApp {
     }
 }
 
+/// A response header as text; empty when it is absent or not text.
+pub fn header_text(response: &reqwest::Response, name: &str) -> String {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
 /// Asserts an RFC 9457 problem response with `status` whose `errors` name `field`; returns it.
 pub async fn assert_problem(
     response: reqwest::Response,
@@ -312,12 +322,7 @@ pub async fn assert_problem(
     field: &str,
 ) -> serde_json::Value {
     assert_eq!(response.status(), status, "status");
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let content_type = header_text(&response, "content-type");
     assert_eq!(content_type, "application/problem+json");
     let body: serde_json::Value = response.json().await.expect("problem body");
     assert_eq!(body["status"], status);
@@ -453,4 +458,55 @@ pub async fn post_declaring_length(
     tokio::time::timeout(std::time::Duration::from_secs(10), read)
         .await
         .expect("the server answered an oversized body within 10 s")
+}
+
+/// The JSON log a server child process writes to stderr, read to its end on a thread of its
+/// own: the listening address comes from its "listening" line, and all of it is kept to show
+/// when a test fails.
+pub struct ServerLog {
+    lines: Arc<std::sync::Mutex<Vec<String>>>,
+    addr: Option<std::sync::mpsc::Receiver<Option<String>>>,
+}
+
+impl ServerLog {
+    pub fn follow(stderr: std::process::ChildStderr) -> Self {
+        use std::io::{BufRead, BufReader};
+        let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Option<String>>();
+        let kept = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent
+                    && let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
+                    && event["message"] == "listening"
+                {
+                    let _ = addr_tx.send(event["addr"].as_str().map(str::to_string));
+                    sent = true;
+                }
+                kept.lock().expect("log lock").push(line);
+            }
+            let _ = addr_tx.send(None);
+        });
+        Self {
+            lines,
+            addr: Some(addr_rx),
+        }
+    }
+
+    /// The address of the "listening" line, once it comes; `None` if the process ended
+    /// without one (or it was asked for before).
+    pub async fn listening_addr(&mut self) -> Option<String> {
+        let rx = self.addr.take()?;
+        tokio::task::spawn_blocking(move || rx.recv().ok().flatten())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        self.lines.lock().expect("log lock").join("\n")
+    }
 }

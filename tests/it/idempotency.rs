@@ -11,7 +11,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use crate::common::{Backend, TestApp, TestDb, assert_problem, client_with_key, serve_config};
+use crate::common::{
+    Backend, TestApp, TestDb, assert_problem, client_with_key, header_text, serve_config,
+};
 use crate::http_pools::{create_pool, rfc3339_ago, t4_policy};
 use crate::on_both_backends;
 
@@ -375,12 +377,7 @@ async fn cors_allows_the_key_and_exposes_the_replay_header(backend: Backend) {
         .send()
         .await
         .unwrap();
-    let allowed = r
-        .headers()
-        .get("access-control-allow-headers")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let allowed = header_text(&r, "access-control-allow-headers").to_ascii_lowercase();
     assert!(allowed.contains("idempotency-key"), "{allowed}");
     let r = app
         .client
@@ -390,12 +387,7 @@ async fn cors_allows_the_key_and_exposes_the_replay_header(backend: Backend) {
         .send()
         .await
         .unwrap();
-    let exposed = r
-        .headers()
-        .get("access-control-expose-headers")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let exposed = header_text(&r, "access-control-expose-headers").to_ascii_lowercase();
     assert!(exposed.contains("idempotent-replayed"), "{exposed}");
 }
 

@@ -5,6 +5,8 @@
 
 use proptest::prelude::*;
 
+use crate::common::{TestApp, header_text};
+
 /// Texts that sit at the edges of number parsing and of the formats we read.
 const TOKENS: &[&str] = &[
     "inf",
@@ -206,15 +208,33 @@ pub fn samples<S: Strategy>(strategy: S, n: usize) -> Vec<S::Value> {
         .collect()
 }
 
+/// POSTs each body to `path` with `headers`, holds every answer to [`assert_handled`], and
+/// returns how many were refused (4xx): callers check some were, or the bodies were not
+/// mutated enough to prove anything.
+pub async fn post_each(
+    app: &TestApp,
+    path: &str,
+    headers: &[(&str, &str)],
+    bodies: impl IntoIterator<Item = Vec<u8>>,
+) -> usize {
+    let mut rejected = 0;
+    for (i, body) in bodies.into_iter().enumerate() {
+        let mut request = app.client.post(app.url(path)).body(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("POST");
+        if assert_handled(response, &format!("{path}, body {i}")).await >= 400 {
+            rejected += 1;
+        }
+    }
+    rejected
+}
+
 /// Asserts `response` is a success or a 4xx problem document, never a 5xx; returns its status.
 pub async fn assert_handled(response: reqwest::Response, what: &str) -> u16 {
     let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let content_type = header_text(&response, "content-type");
     let body = response.text().await.unwrap_or_default();
     assert!(status < 500, "{what}: {status} {body}");
     if status >= 400 {

@@ -10,7 +10,7 @@ use trainscaler::ingest::remote_write::{
 
 use crate::common::{Backend, TestApp};
 use crate::http_pools::{create_pool, t4_policy};
-use crate::mutation::{apply, assert_handled, edits, samples};
+use crate::mutation::{apply, edits, post_each, samples};
 
 /// A real payload, encoded by Python's protobuf and cramjam (not by our code).
 const PAYLOAD: &[u8] = include_bytes!("../fixtures/remote_write/dcgm.snappy");
@@ -190,27 +190,21 @@ async fn mutated_bodies_get_a_4xx_problem_never_a_5xx() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     create_pool(&app, "a100-train", &t4_policy()).await;
     let raw = fixture_protobuf();
-    let mut rejected = 0;
-    for (i, (e, recompress)) in samples((edits(3), any::<bool>()), 40).iter().enumerate() {
-        let body = if *recompress {
-            snap::raw::Encoder::new()
-                .compress_vec(&apply(&raw, e))
-                .expect("compress")
-        } else {
-            apply(PAYLOAD, e)
-        };
-        let response = app
-            .client
-            .post(app.url("/v1/webhooks/prometheus"))
-            .header("content-type", "application/x-protobuf")
-            .header("content-encoding", "snappy")
-            .body(body)
-            .send()
-            .await
-            .expect("POST");
-        if assert_handled(response, &format!("body {i}")).await >= 400 {
-            rejected += 1;
-        }
-    }
+    let bodies = samples((edits(3), any::<bool>()), 40)
+        .into_iter()
+        .map(|(e, recompress)| {
+            if recompress {
+                snap::raw::Encoder::new()
+                    .compress_vec(&apply(&raw, &e))
+                    .expect("compress")
+            } else {
+                apply(PAYLOAD, &e)
+            }
+        });
+    let protobuf = [
+        ("content-type", "application/x-protobuf"),
+        ("content-encoding", "snappy"),
+    ];
+    let rejected = post_each(&app, "/v1/webhooks/prometheus", &protobuf, bodies).await;
     assert!(rejected > 0, "no mutated body was rejected");
 }

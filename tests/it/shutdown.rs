@@ -2,17 +2,15 @@
 //! server must stop taking new connections, still answer the request in flight once its body
 //! arrives, keep the sample it carried, and exit 0 soon after.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sqlx::{Connection, Row};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{Backend, TestDb, client_with_key};
+use crate::common::{Backend, ServerLog, TestDb, client_with_key};
 use crate::on_both_backends;
 
 /// How long the server may take from SIGTERM (with nothing left in flight) to exit.
@@ -22,7 +20,7 @@ const EXIT_BOUND: Duration = Duration::from_secs(10);
 struct Server {
     child: Child,
     addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
+    log: ServerLog,
     token: String,
     _dir: tempfile::TempDir,
 }
@@ -47,38 +45,15 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start trainscaler");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(Vec::<String>::new()));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Option<String>>();
-        let lines = Arc::clone(&log);
-        // The log is read to its end on a thread of its own: the address comes from it, and
-        // all of it is shown when the test fails.
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if !sent
-                    && let Ok(event) = serde_json::from_str::<serde_json::Value>(&line)
-                    && event["message"] == "listening"
-                {
-                    let _ = addr_tx.send(event["addr"].as_str().map(str::to_string));
-                    sent = true;
-                }
-                lines.lock().expect("log lock").push(line);
-            }
-            let _ = addr_tx.send(None);
-        });
-        let addr = tokio::task::spawn_blocking(move || addr_rx.recv().ok().flatten())
-            .await
-            .expect("log reader");
-        let text = |log: &Arc<Mutex<Vec<String>>>| log.lock().expect("log lock").join("\n");
+        let mut log = ServerLog::follow(child.stderr.take().expect("piped stderr"));
+        let addr = log.listening_addr().await;
         let Some(addr) = addr.and_then(|a| a.parse().ok()) else {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the server exited without listening:\n{}", text(&log));
+            panic!("the server exited without listening:\n{}", log.text());
         };
         let token = std::fs::read_to_string(&key_file)
-            .unwrap_or_else(|e| panic!("{}: {e}\n{}", key_file.display(), text(&log)))
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", key_file.display(), log.text()))
             .trim()
             .to_string();
         Self {
@@ -91,7 +66,7 @@ impl Server {
     }
 
     fn log(&self) -> String {
-        self.log.lock().expect("log lock").join("\n")
+        self.log.text()
     }
 
     fn url(&self, path: &str) -> String {
