@@ -47,10 +47,28 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// How long an ingestion batch's idempotency key is remembered.
     pub idempotency_ttl_ms: i64,
-    /// Body limits of the routes that take idempotency keys, which read the body before the
-    /// route's own limit layer does: the JSON routes' and the webhooks'.
-    pub max_json_body: usize,
-    pub max_ingest_body: usize,
+    /// Body limits of the ingestion routes, for the middleware that reads their bodies before
+    /// the route's own limit layer does (signatures, idempotency keys).
+    pub ingest_body_limits: IngestBodyLimits,
+}
+
+/// The body limits of the routes that need the `ingest` scope: the webhooks have their own,
+/// the others (`/v1/prices`, `/v1/benchmarks`) the JSON routes'.
+#[derive(Debug, Clone, Copy)]
+pub struct IngestBodyLimits {
+    pub json: usize,
+    pub webhooks: usize,
+}
+
+impl IngestBodyLimits {
+    /// The limit of `route` (a matched route template), as its own limit layer applies it.
+    pub fn for_route(&self, route: &str) -> usize {
+        if route.starts_with("/v1/webhooks/") {
+            self.webhooks
+        } else {
+            self.json
+        }
+    }
 }
 
 impl AppState {
@@ -141,8 +159,10 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         max_decompressed_bytes: serve.max_ingest_bytes.saturating_mul(4),
         auth,
         idempotency_ttl_ms: serve.idempotency_ttl_ms(),
-        max_json_body: serve.max_body_bytes,
-        max_ingest_body: serve.max_ingest_bytes,
+        ingest_body_limits: IngestBodyLimits {
+            json: serve.max_body_bytes,
+            webhooks: serve.max_ingest_bytes,
+        },
     })
 }
 

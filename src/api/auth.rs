@@ -15,6 +15,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 
 use super::error::ApiError;
+use super::extract::read_limited;
 use crate::app::AppState;
 use crate::auth::scope::{Scope, Scopes};
 use crate::auth::verifier::{KeyVerifier, Principal, VerifyError};
@@ -60,7 +61,6 @@ pub struct Auth {
     webhooks: WebhookSecrets,
     metrics_public: bool,
     limiter: Option<DefaultKeyedRateLimiter<String>>,
-    max_signed_body: usize,
 }
 
 impl Auth {
@@ -82,7 +82,6 @@ impl Auth {
             webhooks,
             metrics_public: serve.metrics_public,
             limiter,
-            max_signed_body: serve.max_ingest_bytes,
         })
     }
 
@@ -129,7 +128,8 @@ pub async fn require_key(State(state): State<AppState>, req: Request, next: Next
     // Browsers cannot send a bearer key, but they prompt for Basic credentials when asked: the
     // HTML page alone offers that challenge, so API clients never see a login dialog.
     let page = route == "/" && req.method() == Method::GET;
-    match authorise(&auth, needed, req).await {
+    let body_limit = state.ingest_body_limits.for_route(&route);
+    match authorise(&auth, needed, req, body_limit).await {
         Ok(req) => next.run(req).await,
         Err(e) if page && e.status() == StatusCode::UNAUTHORIZED => e
             .with_header(
@@ -141,14 +141,20 @@ pub async fn require_key(State(state): State<AppState>, req: Request, next: Next
     }
 }
 
-async fn authorise(auth: &Arc<Auth>, needed: Scope, mut req: Request) -> Result<Request, ApiError> {
+/// `body_limit`: the route's, for a signed body read here.
+async fn authorise(
+    auth: &Arc<Auth>,
+    needed: Scope,
+    mut req: Request,
+    body_limit: usize,
+) -> Result<Request, ApiError> {
     let principal = match &auth.verifier {
         None => Principal {
             name: "anonymous".into(),
             scopes: Scopes::new([Scope::Admin]),
         },
         Some(verifier) => {
-            let (principal, rebuilt) = identify(auth, verifier, needed, req).await?;
+            let (principal, rebuilt) = identify(auth, verifier, needed, req, body_limit).await?;
             req = rebuilt;
             if !principal.scopes.allows(needed) {
                 return Err(ApiError::forbidden(needed.as_str()));
@@ -169,6 +175,7 @@ async fn identify(
     verifier: &KeyVerifier,
     needed: Scope,
     req: Request,
+    body_limit: usize,
 ) -> Result<(Principal, Request), ApiError> {
     // Owned before any await: a borrowed request would make this future not `Send`.
     let bearer = req
@@ -187,7 +194,7 @@ async fn identify(
         && !auth.webhooks.is_empty()
         && req.headers().contains_key(SIGNATURE_HEADER)
     {
-        return verify_signed(auth, req).await;
+        return verify_signed(auth, req, body_limit).await;
     }
     Err(ApiError::unauthorized(
         "this route needs an API key: send `Authorization: Bearer <token>`",
@@ -217,16 +224,16 @@ fn credential(value: &str) -> String {
 }
 
 /// Reads the body (within the ingestion limit), checks its signature, and hands the body on.
-async fn verify_signed(auth: &Auth, req: Request) -> Result<(Principal, Request), ApiError> {
+async fn verify_signed(
+    auth: &Auth,
+    req: Request,
+    body_limit: usize,
+) -> Result<(Principal, Request), ApiError> {
     let source = header_text(&req, SOURCE_HEADER)?;
     let timestamp = header_text(&req, TIMESTAMP_HEADER)?;
     let signature = header_text(&req, SIGNATURE_HEADER)?;
     let (parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, auth.max_signed_body)
-        .await
-        .map_err(|_| {
-            ApiError::payload_too_large("the request body is larger than this route accepts")
-        })?;
+    let bytes = read_limited(body, body_limit).await?;
     let now_secs = crate::timefmt::now_ms() / 1000;
     auth.webhooks
         .verify(&source, &timestamp, &signature, &bytes, now_secs)

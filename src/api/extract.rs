@@ -68,6 +68,18 @@ pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes,
     })
 }
 
+/// Reads a body of at most `limit` bytes, for middleware that must see it before the
+/// handler: over the limit is 413, a body that cannot be read 400.
+pub async fn read_limited(body: axum::body::Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        if e.into_inner().is::<http_body_util::LengthLimitError>() {
+            ApiError::payload_too_large("the request body is larger than this route accepts")
+        } else {
+            ApiError::bad_request("body", "could not be read")
+        }
+    })
+}
+
 /// serde_json appends " at line 1 column 40"; the path says where already.
 fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {

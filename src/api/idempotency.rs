@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 
 use super::auth::{Access, access};
 use super::error::ApiError;
+use super::extract::read_limited;
 use crate::app::AppState;
 use crate::auth::scope::Scope;
 use crate::auth::verifier::Principal;
@@ -154,21 +155,10 @@ pub async fn idempotent(State(state): State<AppState>, req: Request, next: Next)
     let (parts, body) = req.into_parts();
     // The route's own limit (it is layered inside this middleware), so a keyed request is
     // refused at the size it would be without a key.
-    let limit = if route.starts_with("/v1/webhooks/") {
-        state.max_ingest_body
-    } else {
-        state.max_json_body
-    };
-    let bytes = match axum::body::to_bytes(body, limit).await {
+    let limit = state.ingest_body_limits.for_route(&route);
+    let bytes = match read_limited(body, limit).await {
         Ok(bytes) => bytes,
-        Err(e) => {
-            return if e.into_inner().is::<http_body_util::LengthLimitError>() {
-                ApiError::payload_too_large("the request body is larger than this route accepts")
-            } else {
-                ApiError::bad_request("body", "could not be read")
-            }
-            .into_response();
-        }
+        Err(e) => return e.into_response(),
     };
     let hash = request_hash(&parts.method, &route, &bytes);
     let now = now_ms();
