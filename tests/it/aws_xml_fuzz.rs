@@ -138,6 +138,18 @@ proptest! {
     }
 }
 
+/// The one instance type of a DescribeInstanceTypes answer, as the catalog would take it.
+fn only_info(body: &str) -> trainscaler::provider::InstanceTypeInfo {
+    let r: DescribeInstanceTypesResponse =
+        xml::parse("DescribeInstanceTypes", body).expect("parses");
+    r.instance_types
+        .item
+        .into_iter()
+        .next()
+        .expect("one instance type")
+        .into_info()
+}
+
 fn one_type(memory: &str, gpu_memory: &str, count: &str, network: &str) -> String {
     format!(
         r#"<DescribeInstanceTypesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
@@ -156,27 +168,10 @@ fn one_type(memory: &str, gpu_memory: &str, count: &str, network: &str) -> Strin
 #[test]
 fn infinite_or_negative_sizes_count_as_not_stated() {
     for bad in ["inf", "Infinity", "NaN", "-16384", "1e999"] {
-        let body = one_type(bad, bad, "1", "25 Gigabit");
-        let r: DescribeInstanceTypesResponse =
-            xml::parse("DescribeInstanceTypes", &body).expect(bad);
-        let info = r
-            .instance_types
-            .item
-            .into_iter()
-            .next()
-            .unwrap()
-            .into_info();
+        let info = only_info(&one_type(bad, bad, "1", "25 Gigabit"));
         assert_eq!((info.memory_gib, info.gpu_memory_gib), (0.0, 0.0), "{bad}");
     }
-    let body = one_type("16384", "16384", "-inf", "inf Gigabit");
-    let r: DescribeInstanceTypesResponse = xml::parse("DescribeInstanceTypes", &body).unwrap();
-    let info = r
-        .instance_types
-        .item
-        .into_iter()
-        .next()
-        .unwrap()
-        .into_info();
+    let info = only_info(&one_type("16384", "16384", "-inf", "inf Gigabit"));
     assert_eq!(info.gpu_count, 0.0);
     assert_eq!(info.gpu_memory_gib, 16.0);
     let refresh = Refresh {
