@@ -114,8 +114,8 @@ pub fn apply_text(input: &str, edits: &[Edit]) -> String {
     String::from_utf8_lossy(&apply(input.as_bytes(), edits)).into_owned()
 }
 
-/// Replaces the `nth` number-looking run of `text` (modulo how many there are) with a token.
-pub fn replace_number(text: &str, nth: usize, token_index: usize) -> String {
+/// The byte ranges of `text`'s number-looking runs (a digit, then digits and dots).
+fn number_runs(text: &str) -> Vec<(usize, usize)> {
     let bytes = text.as_bytes();
     let mut runs = Vec::new();
     let mut i = 0;
@@ -130,18 +130,32 @@ pub fn replace_number(text: &str, nth: usize, token_index: usize) -> String {
             i += 1;
         }
     }
+    runs
+}
+
+/// Only the number-like tokens: a delimiter here would just be another truncation.
+const NUMBER_TOKENS: usize = 15;
+
+/// Replaces the `nth` number-looking run of `text` (modulo how many there are) with a token.
+pub fn replace_number(text: &str, nth: usize, token_index: usize) -> String {
+    let runs = number_runs(text);
     if runs.is_empty() {
         return text.to_string();
     }
     let (start, end) = runs[nth % runs.len()];
-    // Only the number-like tokens: a delimiter here would just be another truncation.
-    let numbers = &TOKENS[..15];
     format!(
         "{}{}{}",
         &text[..start],
-        numbers[token_index % numbers.len()],
+        TOKENS[token_index % NUMBER_TOKENS],
         &text[end..]
     )
+}
+
+/// Every `(nth, token)` pair `replace_number` can make of `text`: each number run once with
+/// each number-like token, so a test can try them all instead of sampling a few.
+pub fn number_edits(text: &str) -> impl Iterator<Item = (usize, usize)> {
+    let runs = number_runs(text).len();
+    (0..runs).flat_map(|nth| (0..NUMBER_TOKENS).map(move |token| (nth, token)))
 }
 
 #[test]

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use trainscaler::core::sim::trace::TraceEvent;
 use trainscaler::sim::files::read_trace;
 
-use crate::mutation::{apply, edits, replace_number};
+use crate::mutation::{apply, edits, number_edits, replace_number};
 
 /// The first rows of the seed scenario's trace (an interruption rate, then jobs).
 fn csv_rows() -> String {
@@ -73,12 +73,20 @@ proptest! {
         let base = if jsonl { JSONL.to_string() } else { csv_rows() };
         check_file(&apply(base.as_bytes(), &e), jsonl)?;
     }
+}
 
-    #[test]
-    fn edge_numbers_are_rejected_or_in_range(nth in any::<usize>(), token in any::<usize>(), jsonl in any::<bool>()) {
-        let base = if jsonl { JSONL.to_string() } else { csv_rows() };
-        check_file(replace_number(&base, nth, token).as_bytes(), jsonl)?;
+/// Every number of both fixtures swapped, one at a time, for each edge token: all of them.
+#[test]
+fn edge_numbers_are_rejected_or_in_range() {
+    let mut failures = Vec::new();
+    for (base, jsonl) in [(JSONL.to_string(), true), (csv_rows(), false)] {
+        for (nth, token) in number_edits(&base) {
+            if let Err(e) = check_file(replace_number(&base, nth, token).as_bytes(), jsonl) {
+                failures.push(format!("jsonl={jsonl}: number {nth} as token {token}: {e}"));
+            }
+        }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

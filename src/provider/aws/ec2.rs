@@ -94,7 +94,9 @@ impl Gpu {
         } else {
             mib
         };
-        whole / MIB_PER_GIB
+        // Scaling a slice up can overflow a size that was itself finite; an overflowed size
+        // is no more stated than an infinite one.
+        amount(Some(whole / MIB_PER_GIB)).unwrap_or(0.0)
     }
 }
 
