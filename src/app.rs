@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use anyhow::Context;
+use backon::{ExponentialBuilder, Retryable};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 
@@ -24,7 +25,7 @@ use crate::provider::static_provider::{StaticProvider, StaticSettings};
 use crate::reconcile::leader::hold_lease;
 use crate::reconcile::{ReconcileSettings, Reconciler, replica_name};
 use crate::snapshot::CatalogCache;
-use crate::store::{CatalogImport, ImportReport, PgStore, Store, StoreOptions};
+use crate::store::{CatalogImport, Fault, ImportReport, PgStore, Store, StoreError, StoreOptions};
 use crate::timefmt::{now_ms, parse_rfc3339_ms};
 
 /// What every request handler shares. Cheap to clone.
@@ -87,14 +88,43 @@ impl AppState {
 
 /// Connects to the configured database and applies pending migrations.
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
-    let options = StoreOptions {
-        acquire_timeout: config.db_acquire_timeout(),
-    };
-    let store = Store::connect_with(config.database_url.expose(), options)
+    let store = connect_when_up(config)
         .await
         .with_context(|| format!("cannot open database {}", config.database_url))?;
     store.migrate().await.context("cannot apply migrations")?;
     Ok(store)
+}
+
+/// Connects, retrying with backoff for up to [`Config::db_startup_wait`] while the database is
+/// unreachable. Containers start in any order (and a database restarts slower than we do), so
+/// failing at once would only hand the wait to a supervisor's slower, noisier restart loop.
+/// Errors a retry cannot fix (credentials, a missing database, a bad URL) end it at once.
+async fn connect_when_up(config: &Config) -> Result<Store, StoreError> {
+    let options = StoreOptions {
+        acquire_timeout: config.db_acquire_timeout(),
+    };
+    let wait = config.db_startup_wait();
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(std::time::Duration::from_millis(250))
+        .with_max_delay(std::time::Duration::from_secs(5))
+        .without_max_times()
+        .with_total_delay(Some(wait))
+        .with_jitter();
+    let url = config.database_url.clone();
+    (|| Store::connect_with(url.expose(), options.clone()))
+        .retry(backoff)
+        .sleep(tokio::time::sleep)
+        .when(|e| !wait.is_zero() && e.fault() == Fault::Unavailable)
+        .notify(|e, after| {
+            tracing::warn!(
+                database = %url,
+                error = %e,
+                retry_in_ms = after.as_millis() as u64,
+                wait_sec = wait.as_secs(),
+                "database not reachable yet, waiting for it"
+            )
+        })
+        .await
 }
 
 /// Loads the bundled GPU facts and provider catalogs into `store` if it holds no offering yet.

@@ -34,11 +34,26 @@ pub struct Config {
         global = true
     )]
     pub db_acquire_timeout_ms: u64,
+
+    /// Seconds to keep trying at start while PostgreSQL cannot be reached (refused, not
+    /// answering, starting up), so the service can start before its database does; 0 fails at
+    /// once. Wrong credentials or a missing database fail at once regardless.
+    #[arg(
+        long,
+        env = "TRAINSCALER_DB_STARTUP_WAIT_SEC",
+        default_value_t = 60,
+        global = true
+    )]
+    pub db_startup_wait_sec: u64,
 }
 
 impl Config {
     pub fn db_acquire_timeout(&self) -> Duration {
         Duration::from_millis(self.db_acquire_timeout_ms.max(1))
+    }
+
+    pub fn db_startup_wait(&self) -> Duration {
+        Duration::from_secs(self.db_startup_wait_sec)
     }
 }
 

@@ -128,6 +128,7 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         auth = !serve.insecure_no_auth,
         max_concurrent_requests = serve.max_concurrent_requests,
         ingest_rate_per_sec = serve.ingest_rate_per_sec,
+        db_startup_wait_sec = config.db_startup_wait_sec,
         log_format = ?config.log_format,
         log_level = %config.log_level,
         max_body_bytes = serve.max_body_bytes,
@@ -147,19 +148,27 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         grpc_key,
         serve.grpc_client_ca.as_deref(),
     )?;
-    let state = app::prepare(config, &serve).await?;
+    // One signal stops both servers; each finishes its in-flight requests. It is heard from
+    // here on, so a SIGTERM while start-up still waits for the database is a clean exit too.
+    let (stop, stopped) = tokio::sync::watch::channel(());
+    tokio::spawn(async move {
+        app::shutdown_signal().await;
+        let _ = stop.send(());
+    });
+    let mut stopping = stopped.clone();
+    let state = tokio::select! {
+        state = app::prepare(config, &serve) => state?,
+        _ = stopping.changed() => {
+            tracing::info!("stopped during start-up, before serving");
+            return Ok(());
+        }
+    };
     let listener = TcpListener::bind(serve.bind)
         .await
         .with_context(|| format!("cannot listen on {}", serve.bind))?;
     let grpc = TcpListener::bind(serve.grpc_bind)
         .await
         .with_context(|| format!("cannot listen on {} (gRPC)", serve.grpc_bind))?;
-    // One signal stops both servers; each finishes its in-flight requests.
-    let (stop, stopped) = tokio::sync::watch::channel(());
-    tokio::spawn(async move {
-        app::shutdown_signal().await;
-        let _ = stop.send(());
-    });
     let until = |mut rx: tokio::sync::watch::Receiver<()>| async move {
         let _ = rx.changed().await;
     };

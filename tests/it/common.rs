@@ -91,6 +91,7 @@ impl TestDb {
             log_format: LogFormat::Pretty,
             log_level: "warn".into(),
             db_acquire_timeout_ms: 2000,
+            db_startup_wait_sec: 0,
         }
     }
 }

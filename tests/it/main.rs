@@ -36,5 +36,6 @@ mod select_properties;
 mod shutdown;
 mod sim_trace_fuzz;
 mod simulate;
+mod startup_wait;
 mod store_contract;
 mod tls;
