@@ -137,7 +137,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// Adds the answers the extractors give before a handler runs: 413 from the route's body
 /// limit, 415 from the content-type check (of [`ApiJson`] or the handler's own), 400 for
-/// malformed JSON and 400 for an unknown query parameter (of [`ApiQuery`]). Added here rather
+/// malformed JSON, 400 for an unknown query parameter (of [`ApiQuery`]) and 408 from the
+/// request timeout. Added here rather
 /// than on each handler so a new route cannot forget them.
 ///
 /// [`ApiJson`]: extract::ApiJson
@@ -152,6 +153,13 @@ fn document_bodies(spec: &mut utoipa::openapi::OpenApi) {
             &mut item.delete,
         ];
         for op in ops.into_iter().flatten() {
+            // The timeout layer wraps every route.
+            op.responses
+                .responses
+                .entry("408".into())
+                .or_insert_with(|| {
+                    problem("Not answered within `TRAINSCALER_REQUEST_TIMEOUT_SECS`").into()
+                });
             let has_query = op
                 .parameters
                 .iter()
