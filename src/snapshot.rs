@@ -96,43 +96,72 @@ impl CatalogCache {
         let cache = Arc::clone(self);
         tokio::spawn(async move {
             let mut listener = None;
+            let mut next_poll = Instant::now() + poll;
             loop {
+                // A session just opened may have missed notifications while there was none:
+                // read the version once it listens, so nothing sent before is lost.
+                let mut reload = false;
                 if let Store::Postgres(pg) = &store
                     && listener.is_none()
                 {
                     match pg.catalog_listener().await {
-                        Ok(l) => listener = Some(l),
+                        Ok(l) => {
+                            listener = Some(l);
+                            reload = true;
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "catalog listener cannot connect; polling meanwhile")
                         }
                     }
                 }
-                match listener.as_mut() {
-                    // A notification or the poll interval, whichever comes first.
-                    Some(l) => match tokio::time::timeout(poll, l.try_recv()).await {
-                        Ok(Err(e)) => {
-                            tracing::warn!(error = %e, "catalog listener failed; reconnecting");
-                            listener = None;
+                if !reload {
+                    reload = match listener.as_mut() {
+                        // A notification, or quiet for the check interval. A quiet session is
+                        // asked whether it is alive every check interval rather than every
+                        // poll interval, since a partition leaves it open and silent and the
+                        // poll may be long: until then this replica would be deaf.
+                        Some(l) => {
+                            let wait = next_poll
+                                .saturating_duration_since(Instant::now())
+                                .min(crate::app::LISTENER_CHECK);
+                            match tokio::time::timeout(wait, l.try_recv()).await {
+                                Ok(Err(e)) => {
+                                    tracing::warn!(error = %e, "catalog listener failed; reconnecting");
+                                    listener = None;
+                                    true
+                                }
+                                Ok(Ok(_)) => true,
+                                Err(_) => {
+                                    if !PgStore::listener_answers(l, crate::app::LISTENER_CHECK)
+                                        .await
+                                    {
+                                        tracing::warn!(
+                                            "catalog listener stopped answering; reconnecting"
+                                        );
+                                        listener = None;
+                                    }
+                                    Instant::now() >= next_poll
+                                }
+                            }
                         }
-                        // A quiet poll: make sure the session is alive, as a partition
-                        // leaves it open and silent (then the next turn reconnects).
-                        Err(_)
-                            if !PgStore::listener_answers(l, crate::app::LISTENER_CHECK).await =>
-                        {
-                            tracing::warn!("catalog listener stopped answering; reconnecting");
-                            listener = None;
+                        // Without a listener (PostgreSQL is down, or this is SQLite) wait for
+                        // the poll; on PostgreSQL no longer than the reconnect backoff, so that
+                        // a long poll interval does not leave this replica deaf to
+                        // notifications for that long after an outage.
+                        None if matches!(store, Store::Postgres(_)) => {
+                            tokio::time::sleep(poll.min(LISTENER_RETRY)).await;
+                            true
                         }
-                        _ => {}
-                    },
-                    // Without a listener (PostgreSQL is down, or this is SQLite) wait for the
-                    // poll; on PostgreSQL no longer than the reconnect backoff, so that a
-                    // long poll interval does not leave this replica deaf to notifications
-                    // for that long after an outage.
-                    None if matches!(store, Store::Postgres(_)) => {
-                        tokio::time::sleep(poll.min(LISTENER_RETRY)).await
-                    }
-                    None => tokio::time::sleep(poll).await,
+                        None => {
+                            tokio::time::sleep(poll).await;
+                            true
+                        }
+                    };
                 }
+                if !reload {
+                    continue;
+                }
+                next_poll = Instant::now() + poll;
                 // Comparing versions coalesces bursts and this replica's own notifications.
                 if let Err(e) = cache.reload_if_changed(&store).await {
                     tracing::warn!(error = %e, "catalog reload failed");

@@ -281,6 +281,111 @@ async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_its
     }
 }
 
+/// One batch of one sample, for a worker of its own: the status and `Retry-After`.
+async fn ingest_one(app: &TestApp, worker: &str) -> (u16, Option<String>) {
+    let sample = json!({"samples": [{"pool": "ingest", "worker": worker,
+        "name": "gpu_utilization", "value": 0.5,
+        "at": rfc3339_ms(trainscaler::timefmt::now_ms() - 1000)}]});
+    let answer = app
+        .client
+        .post(app.url("/v1/webhooks/metrics"))
+        .json(&sample)
+        .timeout(Duration::from_secs(40))
+        .send()
+        .await
+        .expect("an answer, whatever the database does");
+    let retry_after = answer
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    (answer.status().as_u16(), retry_after)
+}
+
+/// A partition rather than a stop: every connection to the database goes silent, nothing is
+/// closed, nothing answers. The pool's idle connections are now dead without knowing it. The
+/// probe and the API must still answer (503 with `Retry-After`, not a hang to the request
+/// timeout), and after the partition heals the service must come back by itself: ready,
+/// writing, and its catalog LISTEN session (silenced too) replaced, so another replica's price
+/// arrives by notification (this replica's poll is an hour away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() {
+    let db = Arc::new(TestDb::new(Backend::Postgres).await);
+    let proxy = PgProxy::in_front_of(&db.url).await;
+    let mut config = db.config();
+    config.database_url = trainscaler::config::DatabaseUrl::new(proxy.url_for(&db.url));
+    config.db_acquire_timeout_ms = 500;
+    let mut serve = serve_config(false);
+    serve.catalog_poll_ms = 3_600_000;
+    let app = TestApp::spawn_configured(db.clone(), config, serve).await;
+    let other = TestApp::spawn_on(db.clone(), false).await;
+    create_pool(&app, "ingest", &t4_policy()).await;
+    assert_eq!(readyz(&app).await, 200);
+    assert_eq!(ingest_one(&app, "before").await.0, 200);
+
+    proxy.blackhole();
+    let cut = Instant::now();
+    while readyz(&app).await != 503 {
+        assert!(
+            cut.elapsed() < Duration::from_secs(10),
+            "/readyz never said 503 while the database was silent"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let not_ready_after = cut.elapsed();
+    let (status, retry_after) = ingest_one(&app, "during").await;
+    assert_eq!(
+        (status, retry_after.is_some()),
+        (503, true),
+        "a write during the partition is refused with Retry-After"
+    );
+    let write_refused_after = cut.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    proxy.restore();
+    let restored = Instant::now();
+    while readyz(&app).await != 200 {
+        assert!(
+            restored.elapsed() < Duration::from_secs(30),
+            "/readyz did not recover from the partition without a restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ready_after = restored.elapsed();
+    let mut writes_failed = 0;
+    while ingest_one(&app, "after").await.0 != 200 {
+        writes_failed += 1;
+        assert!(
+            restored.elapsed() < Duration::from_secs(30),
+            "ingestion did not recover from the partition"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let writing_after = restored.elapsed();
+
+    let batch = json!({"observations": [{
+        "provider": "aws", "region": "us-east-1", "zone": "use1-az1",
+        "instance_type": "p4d.24xlarge", "market": "spot", "price": 5.25,
+        "observed_at": "2026-12-01T11:00:00Z"
+    }]});
+    assert_eq!(other.post_json("/v1/prices", &batch).await.status(), 200);
+    let posted = Instant::now();
+    while p4d_use1_az1_spot(&app).await != Some(5.25) {
+        assert!(
+            posted.elapsed() < Duration::from_secs(40),
+            "the catalog listener, silenced by the partition, never listened again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "partition: /readyz 503 after {not_ready_after:?}, a write refused 503 by \
+         {write_refused_after:?}; after the restore: ready {ready_after:?}, writing \
+         {writing_after:?} ({writes_failed} refused first), a price from the other replica \
+         heard {:?} after it was posted",
+        posted.elapsed()
+    );
+}
+
 /// A partition (the leader's connection goes silent, nothing is closed): the leader's renewal
 /// times out and it steps down; PostgreSQL ends the silent session after the lease
 /// (`idle_session_timeout`) and frees the lock; the other replica takes it. Never two leaders,
