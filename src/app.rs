@@ -25,7 +25,9 @@ use crate::provider::static_provider::{StaticProvider, StaticSettings};
 use crate::reconcile::leader::hold_lease;
 use crate::reconcile::{ReconcileSettings, Reconciler, replica_name};
 use crate::snapshot::CatalogCache;
-use crate::store::{CatalogImport, Fault, ImportReport, PgStore, Store, StoreError, StoreOptions};
+use crate::store::{
+    CatalogImport, Fault, ImportReport, KEYS_CHANNEL, PgStore, Store, StoreError, StoreOptions,
+};
 use crate::timefmt::{now_ms, parse_rfc3339_ms};
 
 /// What every request handler shares. Cheap to clone.
@@ -177,7 +179,7 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         ..LabelMapping::default()
     };
     let (activity, _) = broadcast::channel(1024);
-    follow_activity(store.clone(), activity.clone());
+    follow_activity(store.clone(), activity.clone(), auth.clone());
     let (dirty, _) = broadcast::channel(1024);
     Ok(AppState {
         activity,
@@ -357,8 +359,10 @@ async fn forward_both(
 }
 
 /// Forwards other replicas' pool activity (PostgreSQL NOTIFY on the activity channel) to this
-/// replica's subscribers. SQLite runs one process, which announces locally.
-fn follow_activity(store: Store, activity: broadcast::Sender<String>) {
+/// replica's subscribers, and forgets keys revoked anywhere (the keys channel) so that no
+/// replica serves a revoked key from its cache. SQLite runs one process, which does both
+/// locally.
+fn follow_activity(store: Store, activity: broadcast::Sender<String>, auth: Arc<Auth>) {
     let Store::Postgres(pg) = store else { return };
     tokio::spawn(async move {
         loop {
@@ -372,6 +376,7 @@ fn follow_activity(store: Store, activity: broadcast::Sender<String>) {
             };
             loop {
                 match tokio::time::timeout(LISTENER_CHECK, listener.recv()).await {
+                    Ok(Ok(n)) if n.channel() == KEYS_CHANNEL => auth.forget(n.payload()),
                     Ok(Ok(n)) => {
                         let _ = activity.send(n.payload().to_string());
                     }

@@ -126,14 +126,19 @@ macro_rules! key_sql {
                 id: &str,
                 now_ms: i64,
             ) -> $crate::store::StoreResult<bool> {
+                let mut tx = self.pool.begin().await?;
                 let done = sqlx::query(
                     "UPDATE api_keys SET revoked_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL",
                 )
                 .bind(id)
                 .bind(now_ms)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?
                 .rows_affected();
+                if done == 1 {
+                    Self::announce_revocation(&mut tx, id).await?;
+                }
+                tx.commit().await?;
                 Ok(done == 1)
             }
         }

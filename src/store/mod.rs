@@ -27,7 +27,7 @@ pub use pools::{
     CloudNotice, DecisionRead, DecisionWrite, EventPage, EventRow, IngestReport, LatestSignal,
     NewEvent, NewSample, NewWorker, NoticeOutcome, PoolRow, SyncReport,
 };
-pub use postgres::{ACTIVITY_CHANNEL, CATALOG_CHANNEL, LEADER_LOCK_KEY, PgStore};
+pub use postgres::{ACTIVITY_CHANNEL, CATALOG_CHANNEL, KEYS_CHANNEL, LEADER_LOCK_KEY, PgStore};
 pub use sqlite::SqliteStore;
 
 /// Failures of the store. Input problems that only the database can detect (an offering that

@@ -19,6 +19,9 @@ pub const CATALOG_CHANNEL: &str = "trainscaler_catalog";
 /// The LISTEN/NOTIFY channel on which ingestion names pools whose samples show work.
 pub const ACTIVITY_CHANNEL: &str = "trainscaler_activity";
 
+/// The LISTEN/NOTIFY channel that names API keys as they are revoked.
+pub const KEYS_CHANNEL: &str = "trainscaler_keys";
+
 /// Serialises catalog imports and seeding across replicas (an arbitrary constant key).
 const CATALOG_LOCK_KEY: i64 = 0x7472_6169_6e73_6361; // "trainsca"
 /// The reconciler's leader lease (a session lock held for as long as a replica leads). Kept
@@ -98,7 +101,6 @@ impl PgStore {
     /// inserts that merely reference the pool (workers, events) do not wait.
     const LOCK_POOL: &'static str = concat!(pool_read_sql!(), " FOR NO KEY UPDATE OF p");
 
-    /// A listener for pool activity (see [`ACTIVITY_CHANNEL`]).
     /// Whether a LISTEN session still answers within `within`. A partition leaves the
     /// connection open and silent, so a quiet listener cannot tell "no news" from "cut off"
     /// without asking.
@@ -109,10 +111,28 @@ impl PgStore {
         )
     }
 
+    /// A listener for pool activity and key revocations (see [`ACTIVITY_CHANNEL`] and
+    /// [`KEYS_CHANNEL`]): both are news every replica acts on at once, on one session.
     pub async fn activity_listener(&self) -> StoreResult<PgListener> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(ACTIVITY_CHANNEL).await?;
+        listener
+            .listen_all([ACTIVITY_CHANNEL, KEYS_CHANNEL])
+            .await?;
         Ok(listener)
+    }
+
+    /// Other replicas forget a revoked key from their caches when this arrives, at commit,
+    /// instead of trusting it until their cache entry expires.
+    async fn announce_revocation(
+        tx: &mut Transaction<'static, Postgres>,
+        id: &str,
+    ) -> StoreResult<()> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(KEYS_CHANNEL)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     /// Queued in the transaction, delivered at commit.

@@ -82,6 +82,14 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// One process: the API forgets a revoked key itself.
+    async fn announce_revocation(
+        _tx: &mut Transaction<'static, Sqlite>,
+        _id: &str,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
+
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }

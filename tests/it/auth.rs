@@ -610,3 +610,44 @@ on_both_backends!(
     requests_past_the_concurrency_limit_are_shed_with_retry_after,
     a_burst_with_an_uncached_key_verifies_it_a_few_times_not_once_per_request,
 );
+
+/// A key revoked on one replica is refused by another that has it cached, well before the
+/// cache entry would have expired: the revocation is announced (NOTIFY at commit) and every
+/// replica forgets the key. Without the announcement the other replica would keep serving it
+/// for up to the cache's lifetime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_revoked_on_one_replica_is_refused_at_once_by_the_others() {
+    let a = TestApp::spawn(Backend::Postgres).await;
+    let b = TestApp::spawn_on(Arc::clone(&a.db), false).await;
+    let (token, id) = make_key(&a, &["read"]).await;
+    let client = client_with_key(&token);
+    // B verifies the key now and caches it.
+    let ok = client.get(b.url("/v1/pools")).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let cached_at = std::time::Instant::now();
+
+    let revoked = a
+        .client
+        .delete(a.url(&format!("/v1/keys/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 204);
+    loop {
+        let r = client.get(b.url("/v1/pools")).send().await.unwrap();
+        if r.status() == 401 {
+            break;
+        }
+        assert_eq!(r.status(), 200);
+        assert!(
+            cached_at.elapsed() < trainscaler::auth::verifier::CACHE_TTL / 2,
+            "replica B still accepts a key revoked on A {:?} after caching it",
+            cached_at.elapsed()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "revoked key refused by the other replica {:?} after it was cached",
+        cached_at.elapsed()
+    );
+}
