@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Backend, TestApp, TestDb, p4d_use1_az1_spot, serve_config};
+use crate::common::{Backend, TestApp, TestDb, client_with_key, p4d_use1_az1_spot, serve_config};
 use crate::http_pools::{create_pool, t4_policy};
 use crate::pg_proxy::PgProxy;
 
@@ -306,8 +306,8 @@ async fn ingest_one(app: &TestApp, worker: &str) -> (u16, Option<String>) {
 /// closed, nothing answers. The pool's idle connections are now dead without knowing it. The
 /// probe and the API must still answer (503 with `Retry-After`, not a hang to the request
 /// timeout), and after the partition heals the service must come back by itself: ready,
-/// writing, and its catalog LISTEN session (silenced too) replaced, so another replica's price
-/// arrives by notification (this replica's poll is an hour away).
+/// writing, and both LISTEN sessions (silenced too) replaced: another replica's price arrives
+/// by notification (this replica's poll is an hour away), and so does a key revocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() {
     let db = Arc::new(TestDb::new(Backend::Postgres).await);
@@ -377,12 +377,65 @@ async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() 
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let price_heard_after = posted.elapsed();
+
+    // The activity listener was silenced too. It carries key revocations: once it listens
+    // again, a key this replica has just cached is refused here within moments of being
+    // revoked on the other replica, far sooner than the cache would let it go.
+    let relistening = Instant::now();
+    let mut tries = 0;
+    let revocation_heard = loop {
+        tries += 1;
+        assert!(
+            relistening.elapsed() < Duration::from_secs(40),
+            "the activity listener, silenced by the partition, never delivered a revocation"
+        );
+        let created = other
+            .post_json(
+                "/v1/keys",
+                &json!({"name": "partition", "scopes": ["read"]}),
+            )
+            .await;
+        assert_eq!(created.status(), 201);
+        let created: Value = created.json().await.expect("key JSON");
+        let token = created["token"].as_str().expect("token").to_string();
+        let id = created["id"].as_str().expect("id").to_string();
+        let key = client_with_key(&token);
+        let status = |c: &reqwest::Client| {
+            let req = c.get(app.url("/v1/pools")).send();
+            async move { req.await.expect("an answer").status().as_u16() }
+        };
+        assert_eq!(
+            status(&key).await,
+            200,
+            "the new key works here (and is cached)"
+        );
+        let revoked = other
+            .client
+            .delete(other.url(&format!("/v1/keys/{id}")))
+            .send()
+            .await
+            .expect("revoke");
+        assert_eq!(revoked.status(), 204);
+        let sent = Instant::now();
+        while sent.elapsed() < Duration::from_secs(2) {
+            if status(&key).await == 401 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if sent.elapsed() < Duration::from_secs(2) {
+            break sent.elapsed();
+        }
+    };
     eprintln!(
         "partition: /readyz 503 after {not_ready_after:?}, a write refused 503 by \
          {write_refused_after:?}; after the restore: ready {ready_after:?}, writing \
          {writing_after:?} ({writes_failed} refused first), a price from the other replica \
-         heard {:?} after it was posted",
-        posted.elapsed()
+         heard {price_heard_after:?} after it was posted, a revocation on the other replica \
+         heard {revocation_heard:?} after it was made (try {tries}, \
+         {:?} after the price)",
+        relistening.elapsed()
     );
 }
 
