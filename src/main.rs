@@ -151,8 +151,9 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
     // One signal stops both servers; each finishes its in-flight requests. It is heard from
     // here on, so a SIGTERM while start-up still waits for the database is a clean exit too.
     let (stop, stopped) = tokio::sync::watch::channel(());
+    let signal = app::shutdown_signal();
     tokio::spawn(async move {
-        app::shutdown_signal().await;
+        signal.await;
         let _ = stop.send(());
     });
     let mut stopping = stopped.clone();

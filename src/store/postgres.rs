@@ -53,6 +53,21 @@ macro_rules! pool_read_sql {
     };
 }
 
+/// Queues a notification in the transaction: PostgreSQL delivers it only if and when the
+/// commit succeeds, so listeners never hear of a change that rolled back.
+async fn notify(
+    tx: &mut Transaction<'static, Postgres>,
+    channel: &str,
+    payload: &str,
+) -> StoreResult<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(channel)
+        .bind(payload)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// Takes the advisory lock `key` until the transaction ends (commit or rollback both free it).
 async fn advisory_xact_lock(tx: &mut Transaction<'static, Postgres>, key: i64) -> StoreResult<()> {
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -127,25 +142,14 @@ impl PgStore {
         tx: &mut Transaction<'static, Postgres>,
         id: &str,
     ) -> StoreResult<()> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(KEYS_CHANNEL)
-            .bind(id)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
+        notify(tx, KEYS_CHANNEL, id).await
     }
 
-    /// Queued in the transaction, delivered at commit.
     async fn announce_activity(
         tx: &mut Transaction<'static, Postgres>,
         pool: &str,
     ) -> StoreResult<()> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(ACTIVITY_CHANNEL)
-            .bind(pool)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
+        notify(tx, ACTIVITY_CHANNEL, pool).await
     }
 
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
@@ -170,13 +174,8 @@ impl PgStore {
         advisory_xact_lock(tx, CATALOG_LOCK_KEY).await
     }
 
-    /// Queued in the transaction: PostgreSQL delivers it only if and when the commit succeeds.
     async fn announce_catalog_change(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(CATALOG_CHANNEL)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
+        notify(tx, CATALOG_CHANNEL, "").await
     }
     /// Appends samples with one array per column: PostgreSQL plans one statement with six
     /// parameters instead of six thousand.

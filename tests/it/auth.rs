@@ -37,8 +37,17 @@ async fn send(
         .unwrap()
 }
 
+/// Revokes key `id` over HTTP with the admin key; the answer.
+pub async fn revoke_key(app: &TestApp, id: &str) -> reqwest::Response {
+    app.client
+        .delete(app.url(&format!("/v1/keys/{id}")))
+        .send()
+        .await
+        .expect("DELETE /v1/keys/{id} answers")
+}
+
 /// Makes a key over HTTP with the admin key; returns its token and id.
-async fn make_key(app: &TestApp, scopes: &[&str]) -> (String, String) {
+pub async fn make_key(app: &TestApp, scopes: &[&str]) -> (String, String) {
     let r = app
         .post_json("/v1/keys", &json!({"name": "test", "scopes": scopes}))
         .await;
@@ -126,13 +135,7 @@ async fn every_kind_of_bad_key_gets_the_same_answer_and_the_same_work(backend: B
     let unknown_id = format!("tsk_000000000000_{}", "0".repeat(64));
     let revoked = {
         let (t, revoked_id) = make_key(&app, &["read"]).await;
-        let r = app
-            .client
-            .delete(app.url(&format!("/v1/keys/{revoked_id}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 204);
+        assert_eq!(revoke_key(&app, &revoked_id).await.status(), 204);
         t
     };
     let mut bodies = Vec::new();
@@ -215,22 +218,10 @@ async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
         .unwrap();
     assert_problem(r, 403, "Authorization").await;
     // Revoked: refused at once on this replica.
-    let r = app
-        .client
-        .delete(app.url(&format!("/v1/keys/{id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    assert_eq!(revoke_key(&app, &id).await.status(), 204);
     let r = decider.get(app.url("/v1/pools")).send().await.unwrap();
     assert_eq!(r.status(), 401);
-    let r = app
-        .client
-        .delete(app.url(&format!("/v1/keys/{id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(r, 404, "id").await;
+    assert_problem(revoke_key(&app, &id).await, 404, "id").await;
     let list = app.get_json("/v1/keys").await;
     assert!(list["keys"][1]["revoked_at"].is_string(), "{list}");
     // Bad input names its field.
@@ -626,13 +617,7 @@ async fn a_key_revoked_on_one_replica_is_refused_at_once_by_the_others() {
     assert_eq!(ok.status(), 200);
     let cached_at = std::time::Instant::now();
 
-    let revoked = a
-        .client
-        .delete(a.url(&format!("/v1/keys/{id}")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), 204);
+    assert_eq!(revoke_key(&a, &id).await.status(), 204);
     loop {
         let r = client.get(b.url("/v1/pools")).send().await.unwrap();
         if r.status() == 401 {

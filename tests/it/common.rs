@@ -467,6 +467,8 @@ pub async fn post_declaring_length(
 pub struct ServerLog {
     lines: Arc<std::sync::Mutex<Vec<String>>>,
     addr: Option<std::sync::mpsc::Receiver<Option<String>>>,
+    /// Set once the reader has reached the end of the stream.
+    closed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ServerLog {
@@ -475,6 +477,8 @@ impl ServerLog {
         let lines = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Option<String>>();
         let kept = Arc::clone(&lines);
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let at_end = Arc::clone(&closed);
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines() {
@@ -489,10 +493,12 @@ impl ServerLog {
                 kept.lock().expect("log lock").push(line);
             }
             let _ = addr_tx.send(None);
+            at_end.store(true, std::sync::atomic::Ordering::SeqCst);
         });
         Self {
             lines,
             addr: Some(addr_rx),
+            closed,
         }
     }
 
@@ -504,6 +510,18 @@ impl ServerLog {
             .await
             .ok()
             .flatten()
+    }
+
+    /// Waits (at most 10 s) until the reader has read everything the process wrote. Call it
+    /// after the process exited, before reading its last lines: the reader thread may still be
+    /// behind the exit.
+    pub async fn until_closed(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !self.closed.load(std::sync::atomic::Ordering::SeqCst)
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// Everything logged so far.

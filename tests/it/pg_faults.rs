@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::auth::{make_key, revoke_key};
 use crate::common::{Backend, TestApp, TestDb, client_with_key, p4d_use1_az1_spot, serve_config};
 use crate::http_pools::{create_pool, t4_policy};
 use crate::pg_proxy::PgProxy;
@@ -135,23 +136,71 @@ async fn readyz(app: &TestApp) -> u16 {
         .as_u16()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_itself() {
+/// Polls `/readyz` until it answers `status`; how long that took from `since`. Fails the test
+/// with `what` if it takes `within`.
+async fn until_readyz(
+    app: &TestApp,
+    status: u16,
+    since: Instant,
+    within: Duration,
+    what: &str,
+) -> Duration {
+    while readyz(app).await != status {
+        assert!(since.elapsed() < within, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    since.elapsed()
+}
+
+/// Posts p4d's use1-az1 spot `price` on `other` and waits until `app` lists it: only a
+/// notification can bring it, since `app` polls once an hour. How long it took.
+async fn price_heard(
+    app: &TestApp,
+    other: &TestApp,
+    price: f64,
+    observed_at: &str,
+    within: Duration,
+    what: &str,
+) -> Duration {
+    let batch = json!({"observations": [{
+        "provider": "aws", "region": "us-east-1", "zone": "use1-az1",
+        "instance_type": "p4d.24xlarge", "market": "spot", "price": price,
+        "observed_at": observed_at
+    }]});
+    assert_eq!(other.post_json("/v1/prices", &batch).await.status(), 200);
+    let posted = Instant::now();
+    while p4d_use1_az1_spot(app).await != Some(price) {
+        assert!(posted.elapsed() < within, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    posted.elapsed()
+}
+
+/// A replica that reaches a new PostgreSQL database through a proxy the test controls, with
+/// pool `ingest`, and another replica that reaches the database directly.
+async fn replica_behind_a_proxy() -> (PgProxy, TestApp, TestApp) {
     let db = Arc::new(TestDb::new(Backend::Postgres).await);
     let proxy = PgProxy::in_front_of(&db.url).await;
     let mut config = db.config();
     config.database_url = trainscaler::config::DatabaseUrl::new(proxy.url_for(&db.url));
     // Fail fast while the database is gone, as the setting is meant for.
     config.db_acquire_timeout_ms = 500;
-    // This replica polls the catalog version only once an hour: after the outage only its
+    // This replica polls the catalog version only once an hour: after a fault only its
     // LISTEN session, reconnected, can tell it of another replica's price.
     let mut serve = serve_config(false);
     serve.catalog_poll_ms = 3_600_000;
-    let app = Arc::new(TestApp::spawn_configured(db.clone(), config, serve).await);
-    // Another replica that reaches the database directly.
-    let other = TestApp::spawn_on(db.clone(), false).await;
+    let app = TestApp::spawn_configured(db.clone(), config, serve).await;
+    let other = TestApp::spawn_on(db, false).await;
     create_pool(&app, "ingest", &t4_policy()).await;
     assert_eq!(readyz(&app).await, 200);
+    (proxy, app, other)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_itself() {
+    let (proxy, app, other) = replica_behind_a_proxy().await;
+    let app = Arc::new(app);
+    let db = Arc::clone(&app.db);
 
     let ledger = Arc::new(Ledger::default());
     let base_ms = trainscaler::timefmt::now_ms() - 3_600_000;
@@ -172,14 +221,14 @@ async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_its
     ledger.phase.store(1, Ordering::SeqCst);
     proxy.cut();
     let cut = Instant::now();
-    while readyz(&app).await != 503 {
-        assert!(
-            cut.elapsed() < Duration::from_secs(10),
-            "/readyz never said 503 while the database was gone"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let not_ready_after = cut.elapsed();
+    let not_ready_after = until_readyz(
+        &app,
+        503,
+        cut,
+        Duration::from_secs(10),
+        "/readyz never said 503 while the database was gone",
+    )
+    .await;
     while cut.elapsed() < Duration::from_secs(3) {
         assert_eq!(
             readyz(&app).await,
@@ -194,14 +243,14 @@ async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_its
     ledger.phase.store(2, Ordering::SeqCst);
     proxy.restore();
     let restored = Instant::now();
-    while readyz(&app).await != 200 {
-        assert!(
-            restored.elapsed() < Duration::from_secs(15),
-            "/readyz did not recover without a restart"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let ready_after = restored.elapsed();
+    let ready_after = until_readyz(
+        &app,
+        200,
+        restored,
+        Duration::from_secs(15),
+        "/readyz did not recover without a restart",
+    )
+    .await;
     // Ingestion itself recovers, not only the probe.
     while ledger.acked_by_phase[2].load(Ordering::Relaxed) < 20 {
         assert!(
@@ -265,20 +314,15 @@ async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_its
 
     // The catalog follower listens again: a price posted on the other replica reaches this
     // one by notification (its poll is an hour away).
-    let batch = json!({"observations": [{
-        "provider": "aws", "region": "us-east-1", "zone": "use1-az1",
-        "instance_type": "p4d.24xlarge", "market": "spot", "price": 4.75,
-        "observed_at": "2026-12-01T10:00:00Z"
-    }]});
-    assert_eq!(other.post_json("/v1/prices", &batch).await.status(), 200);
-    let posted = Instant::now();
-    while p4d_use1_az1_spot(&app).await != Some(4.75) {
-        assert!(
-            posted.elapsed() < Duration::from_secs(15),
-            "the catalog listener did not come back after the outage"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    price_heard(
+        &app,
+        &other,
+        4.75,
+        "2026-12-01T10:00:00Z",
+        Duration::from_secs(15),
+        "the catalog listener did not come back after the outage",
+    )
+    .await;
 }
 
 /// One batch of one sample, for a worker of its own: the status and `Retry-After`.
@@ -310,29 +354,19 @@ async fn ingest_one(app: &TestApp, worker: &str) -> (u16, Option<String>) {
 /// by notification (this replica's poll is an hour away), and so does a key revocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() {
-    let db = Arc::new(TestDb::new(Backend::Postgres).await);
-    let proxy = PgProxy::in_front_of(&db.url).await;
-    let mut config = db.config();
-    config.database_url = trainscaler::config::DatabaseUrl::new(proxy.url_for(&db.url));
-    config.db_acquire_timeout_ms = 500;
-    let mut serve = serve_config(false);
-    serve.catalog_poll_ms = 3_600_000;
-    let app = TestApp::spawn_configured(db.clone(), config, serve).await;
-    let other = TestApp::spawn_on(db.clone(), false).await;
-    create_pool(&app, "ingest", &t4_policy()).await;
-    assert_eq!(readyz(&app).await, 200);
+    let (proxy, app, other) = replica_behind_a_proxy().await;
     assert_eq!(ingest_one(&app, "before").await.0, 200);
 
     proxy.blackhole();
     let cut = Instant::now();
-    while readyz(&app).await != 503 {
-        assert!(
-            cut.elapsed() < Duration::from_secs(10),
-            "/readyz never said 503 while the database was silent"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let not_ready_after = cut.elapsed();
+    let not_ready_after = until_readyz(
+        &app,
+        503,
+        cut,
+        Duration::from_secs(10),
+        "/readyz never said 503 while the database was silent",
+    )
+    .await;
     let (status, retry_after) = ingest_one(&app, "during").await;
     assert_eq!(
         (status, retry_after.is_some()),
@@ -344,14 +378,14 @@ async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() 
 
     proxy.restore();
     let restored = Instant::now();
-    while readyz(&app).await != 200 {
-        assert!(
-            restored.elapsed() < Duration::from_secs(30),
-            "/readyz did not recover from the partition without a restart"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let ready_after = restored.elapsed();
+    let ready_after = until_readyz(
+        &app,
+        200,
+        restored,
+        Duration::from_secs(30),
+        "/readyz did not recover from the partition without a restart",
+    )
+    .await;
     let mut writes_failed = 0;
     while ingest_one(&app, "after").await.0 != 200 {
         writes_failed += 1;
@@ -363,21 +397,15 @@ async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() 
     }
     let writing_after = restored.elapsed();
 
-    let batch = json!({"observations": [{
-        "provider": "aws", "region": "us-east-1", "zone": "use1-az1",
-        "instance_type": "p4d.24xlarge", "market": "spot", "price": 5.25,
-        "observed_at": "2026-12-01T11:00:00Z"
-    }]});
-    assert_eq!(other.post_json("/v1/prices", &batch).await.status(), 200);
-    let posted = Instant::now();
-    while p4d_use1_az1_spot(&app).await != Some(5.25) {
-        assert!(
-            posted.elapsed() < Duration::from_secs(40),
-            "the catalog listener, silenced by the partition, never listened again"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let price_heard_after = posted.elapsed();
+    let price_heard_after = price_heard(
+        &app,
+        &other,
+        5.25,
+        "2026-12-01T11:00:00Z",
+        Duration::from_secs(40),
+        "the catalog listener, silenced by the partition, never listened again",
+    )
+    .await;
 
     // The activity listener was silenced too. It carries key revocations: once it listens
     // again, a key this replica has just cached is refused here within moments of being
@@ -390,16 +418,7 @@ async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() 
             relistening.elapsed() < Duration::from_secs(40),
             "the activity listener, silenced by the partition, never delivered a revocation"
         );
-        let created = other
-            .post_json(
-                "/v1/keys",
-                &json!({"name": "partition", "scopes": ["read"]}),
-            )
-            .await;
-        assert_eq!(created.status(), 201);
-        let created: Value = created.json().await.expect("key JSON");
-        let token = created["token"].as_str().expect("token").to_string();
-        let id = created["id"].as_str().expect("id").to_string();
+        let (token, id) = make_key(&other, &["read"]).await;
         let key = client_with_key(&token);
         let status = |c: &reqwest::Client| {
             let req = c.get(app.url("/v1/pools")).send();
@@ -410,13 +429,7 @@ async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() 
             200,
             "the new key works here (and is cached)"
         );
-        let revoked = other
-            .client
-            .delete(other.url(&format!("/v1/keys/{id}")))
-            .send()
-            .await
-            .expect("revoke");
-        assert_eq!(revoked.status(), 204);
+        assert_eq!(revoke_key(&other, &id).await.status(), 204);
         let sent = Instant::now();
         while sent.elapsed() < Duration::from_secs(2) {
             if status(&key).await == 401 {

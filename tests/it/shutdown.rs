@@ -86,6 +86,7 @@ impl Server {
         let deadline = Instant::now() + bound;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
+                self.log.until_closed().await;
                 return Some(status);
             }
             if Instant::now() >= deadline {

@@ -65,6 +65,7 @@ impl Starting {
         let deadline = Instant::now() + BOUND;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
+                self.log.until_closed().await;
                 return status;
             }
             assert!(
@@ -84,12 +85,20 @@ impl Drop for Starting {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_waits_for_a_database_that_comes_up_after_it_and_then_serves() {
+/// A new database behind a proxy that refuses connections (as a stopped server does), and
+/// the URL that goes through the proxy.
+async fn database_down() -> (TestDb, PgProxy, String) {
     let db = TestDb::new(Backend::Postgres).await;
     let proxy = PgProxy::in_front_of(&db.url).await;
     proxy.cut();
-    let mut server = Starting::spawn(&proxy.url_for(&db.url), 120);
+    let url = proxy.url_for(&db.url);
+    (db, proxy, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_waits_for_a_database_that_comes_up_after_it_and_then_serves() {
+    let (_db, proxy, url) = database_down().await;
+    let mut server = Starting::spawn(&url, 120);
     server.until_waits(2).await;
     assert!(
         !server.dir.path().join("admin.key").exists(),
@@ -116,10 +125,8 @@ async fn the_server_waits_for_a_database_that_comes_up_after_it_and_then_serves(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_that_stays_down_fails_start_up_once_the_wait_is_over() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let proxy = PgProxy::in_front_of(&db.url).await;
-    proxy.cut();
-    let mut server = Starting::spawn(&proxy.url_for(&db.url), 2);
+    let (_db, _proxy, url) = database_down().await;
+    let mut server = Starting::spawn(&url, 2);
     let status = server.exit().await;
     let log = server.log.text();
     assert!(!status.success(), "{status}:\n{log}");
@@ -127,7 +134,7 @@ async fn a_database_that_stays_down_fails_start_up_once_the_wait_is_over() {
     assert!(log.contains("cannot open database"), "{log}");
 
     // With no wait configured, the same start fails without a single retry.
-    let mut at_once = Starting::spawn(&proxy.url_for(&db.url), 0);
+    let mut at_once = Starting::spawn(&url, 0);
     let status = at_once.exit().await;
     assert!(!status.success(), "{status}");
     assert_eq!(at_once.waits_logged(), 0, "{}", at_once.log.text());
@@ -150,10 +157,8 @@ async fn a_database_that_does_not_exist_is_not_waited_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_while_waiting_for_the_database_exits_zero() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let proxy = PgProxy::in_front_of(&db.url).await;
-    proxy.cut();
-    let mut server = Starting::spawn(&proxy.url_for(&db.url), 120);
+    let (_db, _proxy, url) = database_down().await;
+    let mut server = Starting::spawn(&url, 120);
     server.until_waits(1).await;
     let status = Command::new("kill")
         .args(["-TERM", &server.child.id().to_string()])
