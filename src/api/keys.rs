@@ -20,8 +20,17 @@ use crate::timefmt::{format_ms, now_ms};
 #[serde(deny_unknown_fields)]
 pub struct KeyIn {
     /// A label for people: who or what uses the key (1 to 100 characters).
+    // The handler trims it and then counts characters, so it needs one non-space character
+    // and at most 100 in all.
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"\S",
+        example = "ci-ingest"
+    )]
     pub name: String,
     /// At least one of read, decide, ingest, admin (admin implies the others).
+    #[schema(min_items = 1, example = json!(["ingest"]))]
     pub scopes: Vec<Scope>,
 }
 

@@ -46,7 +46,7 @@ pub struct OfferingsParams {
     #[param(value_type = Option<f64>)]
     max_price: Option<String>,
     /// Page size, 1 to 1000 (default 100).
-    #[param(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
     /// The `next` value of the previous page.
     cursor: Option<String>,

@@ -324,7 +324,7 @@ pub async fn delete_worker(
 #[into_params(parameter_in = Query)]
 pub struct EventParams {
     /// Page size, 1 to 500 (default 100).
-    #[param(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
     limit: Option<String>,
     /// The `next` value of the previous page.
     cursor: Option<String>,

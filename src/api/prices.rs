@@ -161,7 +161,7 @@ pub struct HistoryParams {
     /// Observations before this time (RFC 3339).
     to: Option<String>,
     /// Page size, 1 to 10000 (default 1000).
-    #[param(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 10000)]
     limit: Option<String>,
     /// The `next` value of the previous page.
     cursor: Option<String>,
