@@ -12,7 +12,7 @@ use super::decide::{JobIn, parse_job};
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, ApiQuery, parse_param};
 use super::idempotency::{Claim, json_answer, once};
-use super::offerings::{known_provider, snapshot};
+use super::offerings::{CatalogProvider, known_provider, snapshot};
 use crate::app::AppState;
 use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
 use crate::core::benchmark::{
@@ -26,16 +26,27 @@ use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BenchmarkIn {
+    /// The workload name the measurement is filed under (trimmed; not blank).
+    #[schema(min_length = 1, pattern = r"\S", example = "llama-7b-finetune")]
     pub workload: String,
+    #[schema(value_type = CatalogProvider, example = "aws")]
     pub provider: String,
+    /// An instance type the provider offers in the catalog (else 422).
+    #[schema(min_length = 1, example = "p4d.24xlarge")]
     pub instance_type: String,
-    /// GPUs per node used.
+    /// GPUs per node used: 1 to the instance type's GPU count.
+    #[schema(minimum = 1, example = 8)]
     pub gpus: u32,
+    #[schema(minimum = 1, maximum = 1024, example = 1)]
     pub nodes: u32,
+    #[schema(minimum = 1, example = 1000)]
     pub steps: Option<i64>,
+    #[schema(exclusive_minimum = 0, example = 512.0)]
     pub samples_per_sec: Option<f64>,
+    #[schema(exclusive_minimum = 0)]
     pub step_time_sec: Option<f64>,
-    /// RFC 3339.
+    /// RFC 3339, not in the future.
+    #[schema(format = DateTime, example = "2026-12-01T00:00:00Z")]
     pub measured_at: String,
 }
 
@@ -217,6 +228,7 @@ pub async fn list_benchmarks(
 pub struct PlanRequest {
     pub job: JobIn,
     /// Fixed steps to run at each size (default 1000).
+    #[schema(minimum = 1)]
     pub steps: Option<u32>,
 }
 

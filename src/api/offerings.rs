@@ -118,6 +118,39 @@ pub(super) fn snapshot(state: &AppState) -> Result<Arc<CatalogSnapshot>, ApiErro
         .ok_or_else(|| ApiError::unavailable("the catalog is not loaded yet"))
 }
 
+/// A provider of the catalog (`GET /v1/providers` lists them with display names).
+// Only the schema is used: request fields stay strings, so an unknown name keeps its 404 or
+// 422 naming the field. The `providers` table is filled by a migration and no request adds to
+// it, so the set is fixed per release and the spec can list it (a test holds it to the
+// migration).
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // never built: it exists for its schema
+pub enum CatalogProvider {
+    Aws,
+    Gcp,
+    Azure,
+    Lambda,
+    Nebius,
+    Vast,
+    Alibaba,
+}
+
+/// A pool's provider: one of the catalog, or `static` for workers trainscaler simulates.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // never built: it exists for its schema
+pub enum PoolProvider {
+    Static,
+    Aws,
+    Gcp,
+    Azure,
+    Lambda,
+    Nebius,
+    Vast,
+    Alibaba,
+}
+
 pub(super) fn known_provider(catalog: &CatalogSnapshot, provider: &str) -> Result<(), ApiError> {
     if catalog.has_provider(provider) {
         Ok(())
@@ -283,4 +316,44 @@ pub async fn get_offering(
         locations: locations.into_iter().map(OfferingItem::from).collect(),
         price_history: history.iter().map(PricePointItem::from).collect(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use utoipa::PartialSchema;
+
+    use super::*;
+
+    /// The schema's provider lists must stay the migration's providers, or the spec lies.
+    #[test]
+    fn provider_enums_list_the_migrated_providers() {
+        let sql = include_str!("../../migrations/sqlite/20261202000001_catalog.sql");
+        let insert = sql
+            .split("INSERT INTO providers")
+            .nth(1)
+            .and_then(|rest| rest.split(';').next())
+            .expect("the catalog migration inserts the providers");
+        let mut migrated: Vec<String> = insert
+            .split("('")
+            .skip(1)
+            .filter_map(|row| row.split('\'').next().map(str::to_string))
+            .collect();
+        migrated.sort();
+        let names = |schema: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>| {
+            let json = serde_json::to_value(schema).expect("a schema serialises");
+            let mut names: Vec<String> = json["enum"]
+                .as_array()
+                .expect("an enum schema")
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(CatalogProvider::schema()), migrated);
+        let mut pool = migrated.clone();
+        pool.push(crate::core::policy::STATIC_PROVIDER.to_string());
+        pool.sort();
+        assert_eq!(names(PoolProvider::schema()), pool);
+    }
 }

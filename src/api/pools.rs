@@ -136,10 +136,14 @@ pub async fn delete_pool(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerIn {
+    /// An instance type of the pool's provider in the catalog (else 422).
+    #[schema(min_length = 1, example = "g4dn.12xlarge")]
     pub instance_type: String,
     pub market: Market,
+    #[schema(example = "us-east-1a")]
     pub zone: Option<String>,
-    /// RFC 3339; default now.
+    /// RFC 3339, not in the future; default now.
+    #[schema(format = DateTime, example = "2026-12-01T00:00:00Z")]
     pub started_at: Option<String>,
 }
 
@@ -155,7 +159,7 @@ pub struct WorkerOut {
 
 /// Registers or updates a worker of a pool.
 #[utoipa::path(put, path = "/v1/pools/{name}/workers/{id}", tag = "pools", request_body = WorkerIn,
-    params(("name" = String, Path, description = "Pool name"), ("id" = String, Path, description = "Worker id, e.g. the EC2 instance id")),
+    params(("name" = String, Path, description = "Pool name"), ("id" = String, Path, min_length = 1, description = "Worker id, e.g. the EC2 instance id: 1 to 128 bytes of UTF-8")),
     responses(
         (status = 200, description = "Updated", body = WorkerOut),
         (status = 201, description = "Registered", body = WorkerOut),

@@ -11,7 +11,7 @@ use super::cursor;
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, ApiQuery, parse_limit, parse_param};
 use super::idempotency::{Claim, json_answer, once};
-use super::offerings::{known_provider, snapshot};
+use super::offerings::{CatalogProvider, known_provider, snapshot};
 use crate::app::AppState;
 use crate::core::catalog::{Market, OfferingKey};
 use crate::core::money::Micros;
@@ -25,23 +25,38 @@ pub const MAX_BATCH: usize = 10_000;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ObservationIn {
+    /// Unknown -> 404, and nothing of the batch is written.
+    #[schema(value_type = CatalogProvider, example = "aws")]
     pub provider: String,
+    /// With `zone` and `instance_type`, an offering of the catalog (else 422).
+    #[schema(min_length = 1, pattern = r"\S", example = "us-east-1")]
     pub region: String,
     /// Omit (or send "") for offerings priced per region.
     #[serde(default)]
     pub zone: Option<String>,
+    #[schema(min_length = 1, pattern = r"\S", example = "g4dn.12xlarge")]
     pub instance_type: String,
     pub market: Market,
-    /// USD per instance-hour; must be greater than zero.
+    /// USD per instance-hour, stored in micro-dollars: at least one micro-dollar, at most
+    /// 100000.
+    // Micros::from_dollars: positive, at most MAX_DOLLARS_PER_HOUR, and not rounding to zero.
+    #[schema(minimum = 0.000001, maximum = 100000, example = 3.912)]
     pub price: f64,
-    /// RFC 3339. Together with offering and market it identifies the observation, which is
-    /// what makes re-sending a batch a no-op.
+    /// RFC 3339, not in the future. Together with offering and market it identifies the
+    /// observation, which is what makes re-sending a batch a no-op.
+    #[schema(format = DateTime, example = "2026-12-01T00:00:00Z")]
     pub observed_at: String,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"observations": [{
+    "provider": "aws", "region": "us-east-1", "instance_type": "g4dn.12xlarge",
+    "market": "on_demand", "price": 3.912, "observed_at": "2026-12-01T00:00:00Z"
+}]}))]
 pub struct PriceBatch {
+    /// 1 to 10000 observations.
+    #[schema(min_items = 1, max_items = 10000)]
     pub observations: Vec<ObservationIn>,
 }
 
