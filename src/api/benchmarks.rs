@@ -225,6 +225,7 @@ pub async fn list_benchmarks(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"job": {"params_billion": 7.0, "tokens": 2e10}, "steps": 1000}))]
 pub struct PlanRequest {
     pub job: JobIn,
     /// Fixed steps to run at each size (default 1000).
@@ -243,6 +244,7 @@ pub struct PlanResponse {
 #[utoipa::path(post, path = "/v1/benchmarks/plan", tag = "benchmarks", request_body = PlanRequest,
     responses(
         (status = 200, description = "The plan", body = PlanResponse),
+        (status = 404, description = "Unknown provider in `job.providers`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field has a bad value", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn plan_benchmarks(

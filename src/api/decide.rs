@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::ApiJson;
-use super::offerings::snapshot;
+use super::offerings::{CatalogProvider, snapshot};
 use crate::app::AppState;
 use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
 use crate::core::catalog::CatalogSnapshot;
@@ -30,32 +30,43 @@ pub enum NodesIn {
     Range { min: u32, max: u32 },
 }
 
-/// A training job. Every field is optional; defaults are documented per field.
+/// A training job. Every field is optional; defaults are documented per field. Numbers are
+/// bounded to keep estimates finite and to catch unit mistakes.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"params_billion": 7.0, "tokens": 2e10, "nodes": 1, "spot_allowed": true, "checkpoint_interval_min": 30.0}))]
 pub struct JobIn {
     /// Model size in billions of parameters; needed unless `gpu_memory_gib_min` is given.
+    #[schema(exclusive_minimum = 0, maximum = 100000, example = 7.0)]
     pub params_billion: Option<f64>,
     /// Default `bf16`.
     pub precision: Option<Precision>,
     /// Default `adamw`.
     pub optimizer: Option<Optimizer>,
     /// Overrides the bytes per parameter derived from precision and optimizer.
+    #[schema(exclusive_minimum = 0, maximum = 64)]
     pub bytes_per_param: Option<f64>,
     /// Default `none`.
     pub sharding: Option<Sharding>,
     /// Activation memory per GPU, GiB; otherwise `activation_reserve` applies.
+    #[schema(minimum = 0, maximum = 1e18)]
     pub activation_memory_gib: Option<f64>,
     /// Fraction added on top of model states for activations (default 0.2).
+    #[schema(minimum = 0, maximum = 10)]
     pub activation_reserve: Option<f64>,
     /// Memory per GPU the job needs, GiB, instead of deriving it from the model.
+    #[schema(exclusive_minimum = 0, maximum = 1e18)]
     pub gpu_memory_gib_min: Option<f64>,
     /// Work as samples: with `flops_per_sample`, or with a `workload` that has benchmarks.
+    #[schema(exclusive_minimum = 0, maximum = 1e18)]
     pub total_samples: Option<f64>,
+    #[schema(exclusive_minimum = 0, maximum = 1e18)]
     pub flops_per_sample: Option<f64>,
     /// Work as training tokens: 6 × params × tokens FLOPs.
+    #[schema(exclusive_minimum = 0, maximum = 1e18, example = 2e10)]
     pub tokens: Option<f64>,
     /// Work as hours on one `reference_gpu`.
+    #[schema(exclusive_minimum = 0, maximum = 1e18)]
     pub reference_hours: Option<f64>,
     pub reference_gpu: Option<String>,
     /// Workload name that measured benchmarks are filed under.
@@ -64,14 +75,18 @@ pub struct JobIn {
     #[schema(value_type = Option<Object>)]
     pub nodes: Option<NodesIn>,
     pub gpus_per_node_min: Option<u32>,
+    #[schema(minimum = 0, maximum = 1e18)]
     pub dataset_gib: Option<f64>,
     /// Default `large_sequential`; `many_small_files` needs local NVMe.
     pub data_layout: Option<DataLayout>,
     /// Default true; spot is still only offered to jobs that checkpoint.
     pub spot_allowed: Option<bool>,
+    #[schema(exclusive_minimum = 0, maximum = 10080)]
     pub checkpoint_interval_min: Option<f64>,
     /// Default 5.
+    #[schema(minimum = 0, maximum = 10080)]
     pub restart_overhead_min: Option<f64>,
+    #[schema(value_type = Option<Vec<CatalogProvider>>)]
     pub providers: Option<Vec<String>>,
     pub regions: Option<Vec<String>>,
     pub zones: Option<Vec<String>>,
@@ -79,15 +94,20 @@ pub struct JobIn {
     pub gpus: Option<Vec<String>>,
     pub exclude_gpus: Option<Vec<String>>,
     /// Cap on the total hourly price of all nodes, USD.
+    #[schema(exclusive_minimum = 0, maximum = 1e18)]
     pub max_price_per_hour: Option<f64>,
+    #[schema(exclusive_minimum = 0, maximum = 1e18)]
     pub deadline_hours: Option<f64>,
     /// Cap on the estimated total cost, USD.
+    #[schema(exclusive_minimum = 0, maximum = 1e18)]
     pub budget: Option<f64>,
     /// Default `cheapest`.
     pub objective: Option<Objective>,
     /// Default 5, at most 100.
+    #[schema(minimum = 1, maximum = 100)]
     pub top_k: Option<usize>,
     /// Share of datasheet TFLOPS reached (default 0.4).
+    #[schema(exclusive_minimum = 0, maximum = 1)]
     pub utilisation: Option<f64>,
     /// Let multi-node jobs run without a fast fabric (default false).
     pub allow_slow_interconnect: Option<bool>,
@@ -96,6 +116,7 @@ pub struct JobIn {
 /// Exactly one of `job` (which instance for this job) and `pool` (how many workers now).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"job": {"params_billion": 7.0, "tokens": 2e10}}))]
 pub struct DecideRequest {
     pub job: Option<JobIn>,
     /// A pool's name.
