@@ -25,6 +25,9 @@ use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 /// One measurement: give `samples_per_sec` or `step_time_sec`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"workload": "llama-7b-finetune", "provider": "aws",
+    "instance_type": "p4d.24xlarge", "gpus": 8, "nodes": 1, "samples_per_sec": 512.0,
+    "measured_at": "2026-12-01T00:00:00Z"}))]
 pub struct BenchmarkIn {
     /// The workload name the measurement is filed under (trimmed; not blank).
     #[schema(min_length = 1, pattern = r"\S", example = "llama-7b-finetune")]

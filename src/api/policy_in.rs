@@ -5,6 +5,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, FieldError};
+use super::offerings::PoolProvider;
 use crate::core::catalog::{CatalogSnapshot, Market};
 use crate::core::policy::*;
 
@@ -16,6 +17,7 @@ pub enum InstanceTypeIn {
     Choice {
         instance_type: String,
         /// Default: both markets.
+        #[schema(min_items = 1)]
         markets: Option<Vec<Market>>,
     },
 }
@@ -28,14 +30,17 @@ pub enum ModeName {
     Elastic,
 }
 
-/// A pool's policy. Defaults are given per field.
+/// A pool's policy. Defaults are given per field. Durations in seconds are at most a week
+/// (longer ones are unit mistakes); worker counts at most 100000.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"provider": "aws", "region": "us-east-1", "max_workers": 4,
+    "instance_types": ["g4dn.12xlarge", {"instance_type": "g5.12xlarge", "markets": ["spot"]}]}))]
 pub struct PolicyIn {
     /// A provider of the catalog (`aws`, `alibaba`, `gcp`, ...), or `static` (the default)
     /// for workers that trainscaler simulates itself, priced from any provider's catalog.
     #[serde(default = "default_provider")]
-    #[schema(default = "static")]
+    #[schema(default = "static", value_type = PoolProvider)]
     pub provider: String,
     pub region: String,
     /// The cloud group holding the pool's instances (AWS auto scaling group name, Alibaba
@@ -48,56 +53,79 @@ pub struct PolicyIn {
     /// Zones the pool may launch in; default any zone of the region.
     pub zones: Option<Vec<String>>,
     /// Instance types in priority order, first preferred.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(min_items = 1)]
     pub instance_types: Vec<InstanceTypeIn>,
     /// Default: the GPU count of the first instance type in the catalog.
+    #[schema(minimum = 1)]
     pub gpus_per_worker: Option<u32>,
     /// `queue` (default), `utilization` or `elastic`.
     pub mode: Option<ModeName>,
     /// Queue mode: GPUs one job uses (default `gpus_per_worker`).
+    #[schema(minimum = 1)]
     pub gpus_per_job: Option<u32>,
     /// Utilization mode: target mean GPU utilisation, 0..1 (default 0.7).
+    #[schema(exclusive_minimum = 0, maximum = 1)]
     pub target_utilization: Option<f64>,
     /// Utilization mode: ratios within this of 1 change nothing (default 0.1).
+    #[schema(minimum = 0, exclusive_maximum = 1)]
     pub tolerance: Option<f64>,
     /// Elastic mode: the job's smallest and largest node counts (required in that mode).
+    #[schema(minimum = 1)]
     pub min_nodes: Option<u32>,
+    #[schema(minimum = 1)]
     pub max_nodes: Option<u32>,
     /// Elastic mode: nodes are added in whole gangs of this many (default 1).
+    #[schema(minimum = 1)]
     pub node_step: Option<u32>,
     /// Default 0.
+    #[schema(maximum = 100000)]
     pub min_workers: Option<u32>,
+    #[schema(minimum = 1, maximum = 100000)]
     pub max_workers: u32,
     /// One scale-up adds at most this percent of the current capacity (default 50).
+    #[schema(exclusive_minimum = 0, maximum = 1000)]
     pub max_step_percent: Option<f64>,
     /// ...but at least this many workers (default 1).
+    #[schema(minimum = 1)]
     pub min_step: Option<u32>,
     /// Default 0.
+    #[schema(maximum = 604800)]
     pub scale_up_cooldown_sec: Option<u64>,
     /// Default 300.
+    #[schema(maximum = 604800)]
     pub scale_down_cooldown_sec: Option<u64>,
     /// Scale-down uses the highest need seen in this window (default 300).
+    #[schema(maximum = 604800)]
     pub stabilization_window_sec: Option<u64>,
     /// No work and low utilisation this long → `min_workers` (default 600).
+    #[schema(maximum = 604800)]
     pub idle_to_zero_after_sec: Option<u64>,
     /// GPU utilisation below this counts as idle (default 0.1).
+    #[schema(minimum = 0, maximum = 1)]
     pub idle_utilization_threshold: Option<f64>,
     /// On-demand workers before any spot (default 0).
+    #[schema(maximum = 100000)]
     pub on_demand_base: Option<u32>,
     /// Percent spot above the base (default 80); on-demand is rounded up.
+    #[schema(maximum = 100)]
     pub spot_percentage: Option<u32>,
     /// US dollars per UTC day.
+    #[schema(exclusive_minimum = 0, maximum = 1e9)]
     pub daily_budget: Option<f64>,
     /// `alarm` (default) or `cap`.
     pub budget_action: Option<BudgetAction>,
     /// Signals older than this are ignored (default 300).
+    #[schema(maximum = 604800)]
     pub signal_max_age_sec: Option<u64>,
     /// Skip an instance type (in a zone) this long after a capacity error (default 180).
+    #[schema(maximum = 604800)]
     pub capacity_error_backoff_sec: Option<u64>,
     /// Window for the pool's interruption rate (default 3600).
+    #[schema(maximum = 604800)]
     pub interruption_window_sec: Option<u64>,
     /// Interruptions per spot worker in the window above which replacements go on-demand
     /// (default 0.2).
+    #[schema(minimum = 0)]
     pub max_interruption_rate: Option<f64>,
 }
 

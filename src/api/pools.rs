@@ -135,6 +135,8 @@ pub async fn delete_pool(
 /// A worker a caller runs itself.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"instance_type": "g4dn.12xlarge", "market": "spot",
+    "zone": "us-east-1a", "started_at": "2026-12-01T00:00:00Z"}))]
 pub struct WorkerIn {
     /// An instance type of the pool's provider in the catalog (else 422).
     #[schema(min_length = 1, example = "g4dn.12xlarge")]
