@@ -34,6 +34,7 @@ pub enum TraceKind {
 #[serde(deny_unknown_fields)]
 pub struct TraceRow {
     /// RFC 3339.
+    #[schema(format = DateTime)]
     pub at: String,
     #[schema(value_type = TraceKind)]
     pub kind: Option<TraceKind>,
@@ -70,21 +71,29 @@ pub struct TraceRow {
 #[serde(deny_unknown_fields)]
 pub struct SettingsIn {
     /// Window start (RFC 3339); default the start of the UTC day of the first trace line.
+    #[schema(format = DateTime)]
     pub start: Option<String>,
     /// Window end; default the end of the UTC day by which the last line's longest job is
     /// done.
+    #[schema(format = DateTime)]
     pub end: Option<String>,
     /// Seconds between decisions (default 60).
+    #[schema(minimum = 1, maximum = 3600)]
     pub tick_sec: Option<u64>,
     /// Seconds from launch until a worker runs jobs (default 120).
+    #[schema(maximum = 86400)]
     pub startup_sec: Option<u64>,
     /// Seconds of spot notice before reclaim (default 120).
+    #[schema(maximum = 86400)]
     pub notice_sec: Option<u64>,
     /// Seconds a resumed job spends loading its checkpoint (default 300).
+    #[schema(maximum = 86400)]
     pub restart_overhead_sec: Option<u64>,
     /// Billing increment in seconds (default: the provider's).
+    #[schema(minimum = 1, maximum = 86400)]
     pub billing_increment_sec: Option<u64>,
     /// Minimum billed seconds per instance (default: the provider's).
+    #[schema(maximum = 86400)]
     pub billing_minimum_sec: Option<u64>,
 }
 
@@ -92,6 +101,8 @@ pub struct SettingsIn {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NamedPolicy {
+    /// 1 to 64 bytes after trimming; not a baseline's name when baselines run.
+    #[schema(min_length = 1, pattern = r"\S")]
     pub name: String,
     pub policy: PolicyIn,
 }

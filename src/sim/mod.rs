@@ -33,10 +33,17 @@ pub const MAX_SIMULATED_WORKERS: u32 = 1_000;
 /// `POST /v1/simulate`: a trace, the policies to compare, and settings.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "trace": [{"at": "2026-12-01T00:00:00Z", "kind": "job", "gpus": 4, "duration_sec": 3600}],
+    "policies": [{"name": "default", "policy": {"provider": "aws", "region": "us-east-1",
+        "max_workers": 4, "instance_types": ["g4dn.12xlarge"]}}]
+}))]
 pub struct SimulateRequest {
-    /// Trace lines, in any order.
+    /// Trace lines, in any order: 1 to 100000.
+    #[schema(min_items = 1, max_items = 100000)]
     pub trace: Vec<TraceRow>,
     /// One to ten policies, by name.
+    #[schema(min_items = 1, max_items = 10)]
     pub policies: Vec<NamedPolicy>,
     #[serde(default)]
     pub settings: SettingsIn,
