@@ -8,7 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, Problem};
 use super::extract::{ApiQuery, content_type_is, read_body};
-use super::offerings::{known_provider, snapshot};
+use super::offerings::{CatalogProvider, known_provider, snapshot};
 use crate::app::AppState;
 use crate::catalog::{CatalogFormat, skypilot};
 use crate::core::catalog::{GpuFacts, Provider};
@@ -48,18 +48,24 @@ pub async fn list_providers(State(state): State<AppState>) -> Result<Json<Provid
 #[into_params(parameter_in = Query)]
 pub struct ImportParams {
     /// Provider the file describes; unknown -> 404.
+    #[param(value_type = CatalogProvider)]
     provider: String,
     /// File layout; only `skypilot` so far.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, pattern = "^skypilot$")]
     format: Option<CatalogFormat>,
-    /// When the file's prices were observed (RFC 3339); default: now.
+    /// When the file's prices were observed (RFC 3339, not in the future); default: now.
+    #[param(format = DateTime)]
     observed_at: Option<String>,
 }
 
 /// Loads a provider catalog file (`text/csv`). Idempotent: the same file twice changes
 /// nothing; prices that differ from the latest recorded ones are appended to the history.
 #[utoipa::path(post, path = "/v1/catalog/import", tag = "catalog", params(ImportParams),
-    request_body(content = String, content_type = "text/csv", description = "A SkyPilot-layout vms.csv"),
+    request_body(content = String, content_type = "text/csv", description = "A SkyPilot-layout vms.csv",
+        example = json!(concat!(
+            "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n",
+            "g4dn.12xlarge,T4,4.0,48.0,192.0,3.912,1.72128,us-east-1,\n",
+        ))),
     responses(
         (status = 200, description = "Imported", body = ImportReport),
         (status = 404, description = "Unknown provider", body = Problem, content_type = "application/problem+json"),
