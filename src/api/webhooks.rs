@@ -319,7 +319,10 @@ pub struct NoticesOut {
 /// EventBridge API destination or an SNS/SQS or MNS relay delivers them), or
 /// `{"events": [...]}` in the generic format for other clouds.
 #[utoipa::path(post, path = "/v1/webhooks/events", tag = "signals",
-    request_body(content = Object, description = "An EventBridge event, an array of them, or {\"events\": [generic notice, ...]}"),
+    request_body(content = Object, description = "An EventBridge event, an array of them, or {\"events\": [generic notice, ...]}",
+        example = json!({"events": [{"kind": "interruption_warning", "worker": "vm-17",
+            "pool": "gpu-t4", "at": "2026-12-02T10:00:00Z",
+            "action_at": "2026-12-02T10:00:30Z", "id": "evt-1"}]})),
     responses(
         (status = 200, description = "Recorded", body = NoticesOut),
         (status = 400, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
