@@ -21,6 +21,7 @@ pub mod page;
 pub mod policy_in;
 pub mod pools;
 pub mod prices;
+mod schema_rules;
 pub mod simulate;
 pub mod webhooks;
 
@@ -131,6 +132,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut spec = routes(1, 1, 1, 1).split_for_parts().1;
     auth::document(&mut spec);
     idempotency::document(&mut spec);
+    schema_rules::document(&mut spec);
     document_bodies(&mut spec);
     spec
 }
@@ -204,6 +206,7 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     .split_for_parts();
     auth::document(&mut spec);
     idempotency::document(&mut spec);
+    schema_rules::document(&mut spec);
     document_bodies(&mut spec);
     let spec_json = spec.clone();
     api.route(

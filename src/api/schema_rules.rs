@@ -1,0 +1,86 @@
+//! Rules between fields that the derived schemas cannot state: "give this field or that one".
+//! Each component keeps its derived object schema and gains, through `allOf`, an `anyOf` or
+//! `oneOf` of the alternatives, so clients (and schemathesis) see the same rule the handler
+//! enforces with a 422.
+
+use utoipa::openapi::schema::{
+    AllOfBuilder, AnyOfBuilder, ObjectBuilder, OneOfBuilder, Schema, Type,
+};
+use utoipa::openapi::{OpenApi, RefOr};
+
+/// An object that has `field`, of type `ty` (so not null).
+fn has(field: &str, ty: Type) -> Schema {
+    ObjectBuilder::new()
+        .required(field)
+        .property(field, ObjectBuilder::new().schema_type(ty))
+        .into()
+}
+
+/// Wraps the component `name` in `allOf: [derived, rule]`; absent components are left alone
+/// (the test below names the ones that must exist). The derived example moves up to
+/// the wrapper: generators (schemathesis' fuzzing among them) read a body's example only there.
+// `example` is deprecated in OpenAPI 3.1 but is what every derived schema here carries.
+#[allow(deprecated)]
+fn constrain(spec: &mut OpenApi, name: &str, rule: Schema) {
+    let Some(components) = spec.components.as_mut() else {
+        return;
+    };
+    let Some(mut derived) = components.schemas.remove(name) else {
+        return;
+    };
+    let example = match &mut derived {
+        RefOr::T(Schema::Object(object)) => object.example.take(),
+        _ => None,
+    };
+    let wrapped = AllOfBuilder::new()
+        .item(derived)
+        .item(rule)
+        .example(example)
+        .build();
+    components
+        .schemas
+        .insert(name.to_string(), RefOr::T(Schema::AllOf(wrapped)));
+}
+
+/// Adds the alternatives `parse_job`, the benchmark check and `/decide` enforce.
+pub fn document(spec: &mut OpenApi) {
+    // parse_job: "params_billion is required unless gpu_memory_gib_min is given".
+    let job = AnyOfBuilder::new()
+        .item(has("params_billion", Type::Number))
+        .item(has("gpu_memory_gib_min", Type::Number))
+        .description(Some("Give `params_billion` or `gpu_memory_gib_min`."))
+        .build();
+    constrain(spec, "JobIn", Schema::AnyOf(job));
+    // A measurement needs a rate: "give samples_per_sec or step_time_sec".
+    let benchmark = AnyOfBuilder::new()
+        .item(has("samples_per_sec", Type::Number))
+        .item(has("step_time_sec", Type::Number))
+        .description(Some("Give `samples_per_sec` or `step_time_sec`."))
+        .build();
+    constrain(spec, "BenchmarkIn", Schema::AnyOf(benchmark));
+    // /decide answers 422 to neither and to both; a null counts as not given.
+    let decide = OneOfBuilder::new()
+        .item(has("job", Type::Object))
+        .item(has("pool", Type::String))
+        .description(Some("Exactly one of `job` and `pool`."))
+        .build();
+    constrain(spec, "DecideRequest", Schema::OneOf(decide));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A renamed component would silently lose its rule; this names the ones that must carry it.
+    #[test]
+    fn the_constrained_components_carry_their_rule() {
+        let spec = crate::api::openapi();
+        let schemas = &spec.components.as_ref().expect("components").schemas;
+        for name in ["JobIn", "BenchmarkIn", "DecideRequest"] {
+            assert!(
+                matches!(schemas.get(name), Some(RefOr::T(Schema::AllOf(_)))),
+                "{name} has no allOf rule"
+            );
+        }
+    }
+}
