@@ -34,7 +34,7 @@ pub enum NodesIn {
 /// bounded to keep estimates finite and to catch unit mistakes.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({"params_billion": 7.0, "tokens": 2e10, "nodes": 1, "spot_allowed": true, "checkpoint_interval_min": 30.0}))]
+#[schema(example = json!({"params_billion": 7.0, "tokens": 2e10, "spot_allowed": true, "checkpoint_interval_min": 30.0}))]
 pub struct JobIn {
     /// Model size in billions of parameters; needed unless `gpu_memory_gib_min` is given.
     #[schema(exclusive_minimum = 0, maximum = 100000, example = 7.0)]

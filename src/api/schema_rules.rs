@@ -3,8 +3,9 @@
 //! `oneOf` of the alternatives, so clients (and schemathesis) see the same rule the handler
 //! enforces with a 422.
 
+use serde_json::Value;
 use utoipa::openapi::schema::{
-    AllOfBuilder, AnyOfBuilder, ObjectBuilder, OneOfBuilder, Schema, Type,
+    AllOfBuilder, AnyOfBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
 };
 use utoipa::openapi::{OpenApi, RefOr};
 
@@ -42,8 +43,58 @@ fn constrain(spec: &mut OpenApi, name: &str, rule: Schema) {
         .insert(name.to_string(), RefOr::T(Schema::AllOf(wrapped)));
 }
 
-/// Adds the alternatives `parse_job`, the benchmark check and `/decide` enforce.
+/// A policy in one mode: `mode` as `mode_schema`, the fields of the other modes absent or
+/// null (`parse_policy` answers "only applies to mode ..." otherwise), `required` given.
+fn policy_mode(mode_schema: ObjectBuilder, required: &[&str], foreign: &[&str]) -> Schema {
+    let mut branch = ObjectBuilder::new().property("mode", mode_schema);
+    for field in required {
+        branch = branch.required(*field);
+        if *field != "mode" {
+            // Required means given: a null node count is no count.
+            branch = branch.property(*field, ObjectBuilder::new().schema_type(Type::Integer));
+        }
+    }
+    for field in foreign {
+        branch = branch.property(*field, ObjectBuilder::new().schema_type(Type::Null));
+    }
+    branch.into()
+}
+
+/// Adds the alternatives `parse_policy`, `parse_job`, the benchmark check and `/decide`
+/// enforce.
 pub fn document(spec: &mut OpenApi) {
+    // Each mode's fields only in that mode; elastic needs its node range. Queue is the
+    // default, so its branch also takes an absent or null mode.
+    let queue = ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some([Value::from("queue"), Value::Null]));
+    let utilization = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(["utilization"]));
+    let elastic = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(["elastic"]));
+    let modes = OneOfBuilder::new()
+        .item(policy_mode(
+            queue,
+            &[],
+            &["target_utilization", "tolerance", "min_nodes", "max_nodes", "node_step"],
+        ))
+        .item(policy_mode(
+            utilization,
+            &["mode"],
+            &["gpus_per_job", "min_nodes", "max_nodes", "node_step"],
+        ))
+        .item(policy_mode(
+            elastic,
+            &["mode", "min_nodes", "max_nodes"],
+            &["gpus_per_job", "target_utilization", "tolerance"],
+        ))
+        .description(Some(
+            "Each mode's fields only in that mode; mode `elastic` needs `min_nodes` and `max_nodes`.",
+        ))
+        .build();
+    constrain(spec, "PolicyIn", Schema::OneOf(modes));
     // parse_job: "params_billion is required unless gpu_memory_gib_min is given".
     let job = AnyOfBuilder::new()
         .item(has("params_billion", Type::Number))
@@ -76,7 +127,7 @@ mod tests {
     fn the_constrained_components_carry_their_rule() {
         let spec = crate::api::openapi();
         let schemas = &spec.components.as_ref().expect("components").schemas;
-        for name in ["JobIn", "BenchmarkIn", "DecideRequest"] {
+        for name in ["PolicyIn", "JobIn", "BenchmarkIn", "DecideRequest"] {
             assert!(
                 matches!(schemas.get(name), Some(RefOr::T(Schema::AllOf(_)))),
                 "{name} has no allOf rule"
