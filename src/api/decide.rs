@@ -22,12 +22,17 @@ use crate::core::select::select;
 use crate::fleet::decision::PoolDecision;
 use crate::timefmt::now_ms;
 
-/// `nodes`: an exact count or a range.
+/// `nodes`: an exact count or a `{min, max}` range, 1 to 1024.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum NodesIn {
     Exactly(u32),
-    Range { min: u32, max: u32 },
+    Range {
+        #[schema(minimum = 1, maximum = 1024)]
+        min: u32,
+        #[schema(minimum = 1, maximum = 1024)]
+        max: u32,
+    },
 }
 
 /// A training job. Every field is optional; defaults are documented per field. Numbers are
@@ -72,7 +77,6 @@ pub struct JobIn {
     /// Workload name that measured benchmarks are filed under.
     pub workload: Option<String>,
     /// A node count or `{min, max}`; default 1.
-    #[schema(value_type = Option<Object>)]
     pub nodes: Option<NodesIn>,
     pub gpus_per_node_min: Option<u32>,
     #[schema(minimum = 0, maximum = 1e18)]
