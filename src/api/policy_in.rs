@@ -46,6 +46,7 @@ pub struct PolicyIn {
     /// The cloud group holding the pool's instances (AWS auto scaling group name, Alibaba
     /// Cloud scaling group id); only for `aws` and `alibaba`. Without it, a cloud pool is
     /// decided for but not actuated.
+    #[schema(min_length = 1, max_length = 255)]
     pub group: Option<String>,
     /// `act` (default: the reconciler changes capacity) or `observe` (it records what it
     /// would change).
@@ -413,7 +414,8 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
                     p.provider
                 ),
             );
-        } else if g.trim().is_empty() || g.len() > 255 || g.chars().any(char::is_control) {
+        } else if g.trim().is_empty() || g.chars().count() > 255 || g.chars().any(char::is_control)
+        {
             c.fail(
                 "group",
                 "must be a group name or id of 1 to 255 printable characters",

@@ -161,7 +161,7 @@ pub struct WorkerOut {
 
 /// Registers or updates a worker of a pool.
 #[utoipa::path(put, path = "/v1/pools/{name}/workers/{id}", tag = "pools", request_body = WorkerIn,
-    params(("name" = String, Path, description = "Pool name"), ("id" = String, Path, min_length = 1, description = "Worker id, e.g. the EC2 instance id: 1 to 128 bytes of UTF-8")),
+    params(("name" = String, Path, description = "Pool name"), ("id" = String, Path, min_length = 1, max_length = 128, description = "Worker id, e.g. the EC2 instance id: 1 to 128 characters")),
     responses(
         (status = 200, description = "Updated", body = WorkerOut),
         (status = 201, description = "Registered", body = WorkerOut),
@@ -173,7 +173,7 @@ pub async fn put_worker(
     ApiPath((name, id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<WorkerIn>,
 ) -> Result<Response, ApiError> {
-    if id.is_empty() || id.len() > 128 {
+    if id.is_empty() || id.chars().count() > 128 {
         return Err(ApiError::invalid("id", "must be 1 to 128 characters"));
     }
     let pool = state

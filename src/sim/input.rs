@@ -101,8 +101,8 @@ pub struct SettingsIn {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NamedPolicy {
-    /// 1 to 64 bytes after trimming; not a baseline's name when baselines run.
-    #[schema(min_length = 1, pattern = r"\S")]
+    /// 1 to 64 characters after trimming; not a baseline's name when baselines run.
+    #[schema(min_length = 1, max_length = 64, pattern = r"\S")]
     pub name: String,
     pub policy: PolicyIn,
 }
@@ -361,7 +361,7 @@ pub fn parse_policies(
     let mut candidates = Vec::new();
     for (i, p) in policies.into_iter().enumerate() {
         let name = p.name.trim().to_string();
-        if name.is_empty() || name.len() > 64 {
+        if name.is_empty() || name.chars().count() > 64 {
             out.add(format!("policies[{i}].name"), "must be 1 to 64 characters");
         }
         if with_baselines && BASELINES.contains(&name.as_str()) {

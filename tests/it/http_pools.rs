@@ -670,6 +670,13 @@ async fn workers_are_validated_and_stop(backend: Backend) {
         .unwrap();
     assert_problem(r, 404, "id").await;
     assert_eq!(app.get_json("/v1/pools/w").await["current"], 0);
+
+    // Worker ids are limited in characters, as the spec's maxLength counts them: 128 two-byte
+    // characters (256 bytes) are an id, 129 are not.
+    let id = |n: usize| "%C3%A9".repeat(n);
+    let at = |n: usize| format!("/v1/pools/w/workers/{}", id(n));
+    assert_eq!(put(&app, &at(128), &worker).await.status(), 201);
+    assert_problem(put(&app, &at(129), &worker).await, 422, "id").await;
 }
 
 async fn events_page_newest_first(backend: Backend) {
