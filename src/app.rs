@@ -26,7 +26,8 @@ use crate::reconcile::leader::hold_lease;
 use crate::reconcile::{ReconcileSettings, Reconciler, replica_name};
 use crate::snapshot::CatalogCache;
 use crate::store::{
-    CatalogImport, Fault, ImportReport, KEYS_CHANNEL, PgStore, Store, StoreError, StoreOptions,
+    CatalogImport, Fault, Heard, ImportReport, KEYS_CHANNEL, LISTENER_CHECK, PgStore, Store,
+    StoreError, StoreOptions,
 };
 use crate::timefmt::{now_ms, parse_rfc3339_ms};
 
@@ -375,34 +376,23 @@ fn follow_activity(store: Store, activity: broadcast::Sender<String>, auth: Arc<
                 }
             };
             loop {
-                match tokio::time::timeout(LISTENER_CHECK, listener.recv()).await {
-                    Ok(Ok(n)) if n.channel() == KEYS_CHANNEL => auth.forget(n.payload()),
-                    Ok(Ok(n)) => {
+                match PgStore::listen_for(&mut listener, LISTENER_CHECK).await {
+                    Heard::Notification(Some(n)) if n.channel() == KEYS_CHANNEL => {
+                        auth.forget(n.payload())
+                    }
+                    Heard::Notification(Some(n)) => {
                         let _ = activity.send(n.payload().to_string());
                     }
-                    // The listener reconnects by itself; an error means it could not.
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "pool activity listener failed; reconnecting");
+                    Heard::Notification(None) | Heard::Quiet => {}
+                    Heard::Lost(e) => {
+                        tracing::warn!(error = ?e, "pool activity listener lost; reconnecting");
                         break;
-                    }
-                    // Quiet for a while: make sure the session is alive, as a partition
-                    // leaves a connection open that never delivers anything again.
-                    Err(_) => {
-                        if !PgStore::listener_answers(&mut listener, LISTENER_CHECK).await {
-                            tracing::warn!(
-                                "pool activity listener stopped answering; reconnecting"
-                            );
-                            break;
-                        }
                     }
                 }
             }
         }
     });
 }
-
-/// How long a quiet LISTEN session goes before it is checked.
-pub(crate) const LISTENER_CHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Deletes raw samples past their retention every ten minutes, in the background.
 fn prune_samples(store: Store, retention_hours: u64) {

@@ -15,7 +15,7 @@ use arc_swap::ArcSwapOption;
 use tokio::sync::Mutex;
 
 use crate::core::catalog::CatalogSnapshot;
-use crate::store::{PgStore, Store, StoreResult};
+use crate::store::{Heard, LISTENER_CHECK, PgStore, Store, StoreResult};
 
 /// How soon a lost catalog listener is reconnected.
 const LISTENER_RETRY: Duration = Duration::from_secs(1);
@@ -100,47 +100,38 @@ impl CatalogCache {
             loop {
                 // A session just opened may have missed notifications while there was none:
                 // read the version once it listens, so nothing sent before is lost.
-                let mut reload = false;
+                let mut opened = false;
                 if let Store::Postgres(pg) = &store
                     && listener.is_none()
                 {
                     match pg.catalog_listener().await {
                         Ok(l) => {
                             listener = Some(l);
-                            reload = true;
+                            opened = true;
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "catalog listener cannot connect; polling meanwhile")
                         }
                     }
                 }
-                if !reload {
-                    reload = match listener.as_mut() {
-                        // A notification, or quiet for the check interval. A quiet session is
+                let reload = opened
+                    || match listener.as_mut() {
+                        // A notification, or quiet for the check interval: a quiet session is
                         // asked whether it is alive every check interval rather than every
                         // poll interval, since a partition leaves it open and silent and the
                         // poll may be long: until then this replica would be deaf.
                         Some(l) => {
                             let wait = next_poll
                                 .saturating_duration_since(Instant::now())
-                                .min(crate::app::LISTENER_CHECK);
-                            match tokio::time::timeout(wait, l.try_recv()).await {
-                                Ok(Err(e)) => {
-                                    tracing::warn!(error = %e, "catalog listener failed; reconnecting");
+                                .min(LISTENER_CHECK);
+                            match PgStore::listen_for(l, wait).await {
+                                Heard::Notification(_) => true,
+                                Heard::Quiet => Instant::now() >= next_poll,
+                                Heard::Lost(e) => {
+                                    tracing::warn!(error = ?e, "catalog listener lost; reconnecting");
                                     listener = None;
-                                    true
-                                }
-                                Ok(Ok(_)) => true,
-                                Err(_) => {
-                                    if !PgStore::listener_answers(l, crate::app::LISTENER_CHECK)
-                                        .await
-                                    {
-                                        tracing::warn!(
-                                            "catalog listener stopped answering; reconnecting"
-                                        );
-                                        listener = None;
-                                    }
-                                    Instant::now() >= next_poll
+                                    // A failed session may have dropped a notification.
+                                    e.is_some() || Instant::now() >= next_poll
                                 }
                             }
                         }
@@ -157,7 +148,6 @@ impl CatalogCache {
                             true
                         }
                     };
-                }
                 if !reload {
                     continue;
                 }

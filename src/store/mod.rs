@@ -27,7 +27,10 @@ pub use pools::{
     CloudNotice, DecisionRead, DecisionWrite, EventPage, EventRow, IngestReport, LatestSignal,
     NewEvent, NewSample, NewWorker, NoticeOutcome, PoolRow, SyncReport,
 };
-pub use postgres::{ACTIVITY_CHANNEL, CATALOG_CHANNEL, KEYS_CHANNEL, LEADER_LOCK_KEY, PgStore};
+pub use postgres::{
+    ACTIVITY_CHANNEL, CATALOG_CHANNEL, Heard, KEYS_CHANNEL, LEADER_LOCK_KEY, LISTENER_CHECK,
+    PgStore,
+};
 pub use sqlite::SqliteStore;
 
 /// Failures of the store. Input problems that only the database can detect (an offering that

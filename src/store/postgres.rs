@@ -22,6 +22,22 @@ pub const ACTIVITY_CHANNEL: &str = "trainscaler_activity";
 /// The LISTEN/NOTIFY channel that names API keys as they are revoked.
 pub const KEYS_CHANNEL: &str = "trainscaler_keys";
 
+/// How long a LISTEN session may stay quiet before it is asked whether it is alive, and how
+/// long it then has to answer.
+pub const LISTENER_CHECK: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a LISTEN session brought within a wait ([`PgStore::listen_for`]).
+#[derive(Debug)]
+pub enum Heard {
+    /// A notification; `None` when the connection was lost and sqlx opened a new one, so
+    /// notifications sent in between are gone.
+    Notification(Option<sqlx::postgres::PgNotification>),
+    /// Nothing, and the session still answers.
+    Quiet,
+    /// The session failed (with its error) or stopped answering: open a new one.
+    Lost(Option<sqlx::Error>),
+}
+
 /// Serialises catalog imports and seeding across replicas (an arbitrary constant key).
 const CATALOG_LOCK_KEY: i64 = 0x7472_6169_6e73_6361; // "trainsca"
 /// The reconciler's leader lease (a session lock held for as long as a replica leads). Kept
@@ -116,14 +132,22 @@ impl PgStore {
     /// inserts that merely reference the pool (workers, events) do not wait.
     const LOCK_POOL: &'static str = concat!(pool_read_sql!(), " FOR NO KEY UPDATE OF p");
 
-    /// Whether a LISTEN session still answers within `within`. A partition leaves the
-    /// connection open and silent, so a quiet listener cannot tell "no news" from "cut off"
-    /// without asking.
-    pub async fn listener_answers(listener: &mut PgListener, within: std::time::Duration) -> bool {
-        matches!(
-            tokio::time::timeout(within, sqlx::query("SELECT 1").execute(listener)).await,
-            Ok(Ok(_))
-        )
+    /// Waits up to `wait` for what a LISTEN session brings. When nothing comes, the session is
+    /// asked whether it is alive (within [`LISTENER_CHECK`]): a partition leaves the
+    /// connection open and silent, so a quiet listener cannot otherwise tell "no news" from
+    /// "cut off". Both listeners (catalog, activity) wait through this.
+    pub async fn listen_for(listener: &mut PgListener, wait: std::time::Duration) -> Heard {
+        match tokio::time::timeout(wait, listener.try_recv()).await {
+            Ok(Ok(n)) => Heard::Notification(n),
+            Ok(Err(e)) => Heard::Lost(Some(e)),
+            Err(_) => {
+                let ping = sqlx::query("SELECT 1").execute(&mut *listener);
+                match tokio::time::timeout(LISTENER_CHECK, ping).await {
+                    Ok(Ok(_)) => Heard::Quiet,
+                    _ => Heard::Lost(None),
+                }
+            }
+        }
     }
 
     /// A listener for pool activity and key revocations (see [`ACTIVITY_CHANNEL`] and
