@@ -461,6 +461,26 @@ pub async fn post_declaring_length(
         .expect("the server answered an oversized body within 10 s")
 }
 
+/// Waits for `child` to end, at most `bound`, and then for `log` to have read all it wrote;
+/// `None` if it is still running.
+pub async fn wait_exit(
+    child: &mut std::process::Child,
+    log: &ServerLog,
+    bound: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            log.until_closed().await;
+            return Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// The JSON log a server child process writes to stderr, read to its end on a thread of its
 /// own: the listening address comes from its "listening" line, and all of it is kept to show
 /// when a test fails.

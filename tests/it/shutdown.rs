@@ -10,7 +10,7 @@ use sqlx::{Connection, Row};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{Backend, ServerLog, TestDb, client_with_key};
+use crate::common::{Backend, ServerLog, TestDb, client_with_key, wait_exit};
 use crate::on_both_backends;
 
 /// How long the server may take from SIGTERM (with nothing left in flight) to exit.
@@ -83,17 +83,7 @@ impl Server {
 
     /// Waits for the process to end, at most `bound`; `None` if it is still running.
     async fn wait_exit(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + bound;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                self.log.until_closed().await;
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_exit(&mut self.child, &self.log, bound).await
     }
 }
 

@@ -7,7 +7,7 @@
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Backend, ServerLog, TestDb};
+use crate::common::{Backend, ServerLog, TestDb, wait_exit};
 use crate::pg_proxy::PgProxy;
 
 /// The log message of each wait between attempts.
@@ -62,19 +62,9 @@ impl Starting {
     }
 
     async fn exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + BOUND;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                self.log.until_closed().await;
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "still running after {BOUND:?}:\n{}",
-                self.log.text()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_exit(&mut self.child, &self.log, BOUND)
+            .await
+            .unwrap_or_else(|| panic!("still running after {BOUND:?}:\n{}", self.log.text()))
     }
 }
 
