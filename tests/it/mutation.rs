@@ -203,7 +203,15 @@ fn edits_change_the_input_in_the_documented_ways() {
     };
     assert_eq!(apply(b"x", &[token]), b"inf");
     assert_eq!(replace_number("a,1.5,b,20", 1, 7), "a,1.5,b,1e999");
-    assert_eq!(TOKENS[14], "4294967296", "the number tokens come first");
+    assert_eq!(
+        TOKENS[NUMBER_TOKENS - 1],
+        "4294967296",
+        "the number tokens come first"
+    );
+    // Two number runs, each with every number token.
+    let pairs: Vec<(usize, usize)> = number_edits("a,1.5,b,20").collect();
+    assert_eq!(pairs.len(), 2 * NUMBER_TOKENS);
+    assert_eq!(pairs[NUMBER_TOKENS], (1, 0));
 }
 
 /// `n` values of `strategy` from a fixed seed, for HTTP checks that run outside proptest's
