@@ -10,6 +10,7 @@ use serde_json::json;
 use trainscaler::catalog::bundled::bundled_snapshot;
 use trainscaler::core::capacity::{Capacity, CloudWorker, WorkerState};
 use trainscaler::core::catalog::Market;
+use trainscaler::core::idle::{SeriesActivity, SeriesIdle};
 use trainscaler::core::policy::Policy;
 use trainscaler::core::reconcile::{PlanInput, plan, spec_for};
 use trainscaler::core::scale::{PoolState, Worker};
@@ -49,6 +50,7 @@ fn read(workers: usize) -> DecisionRead {
             stopped_at_ms: None,
             warning: None,
             utilization: None,
+            gpu_memory_gib: None,
         })
         .collect();
     let mut latest: Vec<LatestSignal> = ws
@@ -82,8 +84,18 @@ fn read(workers: usize) -> DecisionRead {
             updated_at_ms: NOW - 86_400_000,
         },
         workers: ws,
+        series_idle: latest
+            .iter()
+            .map(|l| SeriesIdle {
+                worker: l.worker.clone(),
+                name: l.name.clone(),
+                activity: SeriesActivity {
+                    last_busy_at_ms: Some(l.at_ms),
+                    idle_since_ms: None,
+                },
+            })
+            .collect(),
         latest,
-        last_busy_at_ms: Some(NOW - 10_000),
         incidents: vec![],
     }
 }

@@ -74,6 +74,13 @@ pub struct ReconcileLabels {
     pub outcome: &'static str,
 }
 
+/// A live worker of an existing pool: bounded by the pools' `max_workers`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorkerLabels {
+    pub pool: String,
+    pub worker: String,
+}
+
 type PoolGauge = Family<PoolLabels, Gauge<f64, AtomicU64>>;
 
 /// The service's metrics and the registry that encodes them.
@@ -98,6 +105,7 @@ pub struct Metrics {
     queue_depth: PoolGauge,
     gpu_utilization: PoolGauge,
     daily_budget: PoolGauge,
+    worker_gpu_memory: Family<WorkerLabels, Gauge<f64, AtomicU64>>,
     /// One scrape at a time refreshes the pool gauges.
     scrape: Mutex<()>,
 }
@@ -194,6 +202,12 @@ impl Default for Metrics {
             "Mean GPU utilisation of the pool's live workers, 0 to 1",
         );
         let daily_budget = gauge("pool_daily_budget_dollars", "The pool's daily budget");
+        let worker_gpu_memory = Family::<WorkerLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "worker_gpu_memory_used_gib",
+            "GPU memory in use on the fullest GPU of a live worker, GiB, from fresh signals",
+            worker_gpu_memory.clone(),
+        );
         Self {
             registry,
             http,
@@ -212,6 +226,7 @@ impl Default for Metrics {
             queue_depth,
             gpu_utilization,
             daily_budget,
+            worker_gpu_memory,
             scrape: Mutex::new(()),
         }
     }
@@ -273,6 +288,7 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
         ] {
             g.clear();
         }
+        m.worker_gpu_memory.clear();
         for p in &view.pools {
             let l = PoolLabels {
                 pool: p.name.clone(),
@@ -291,6 +307,15 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
             }
             if let Some(b) = &p.budget {
                 m.daily_budget.get_or_create(&l).set(b.daily_budget);
+            }
+            for w in &p.worker_signals {
+                if let Some(gib) = w.gpu_memory_used_gib {
+                    let l = WorkerLabels {
+                        pool: p.name.clone(),
+                        worker: w.id.clone(),
+                    };
+                    m.worker_gpu_memory.get_or_create(&l).set(gib);
+                }
             }
         }
         encode(&mut text, &m.registry).map_err(ApiError::internal)?;

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
 
-use crate::fleet::view::{EventOut, FleetView, HISTORY_MS, PoolView, WorkerGroup};
+use crate::fleet::view::{EventOut, FleetView, HISTORY_MS, PoolView, WorkerGroup, WorkerSignals};
 
 /// Seconds between automatic reloads of the page.
 const REFRESH_SECONDS: u32 = 30;
@@ -190,6 +190,7 @@ fn pool_section(out: &mut String, index: usize, p: &PoolView) {
     out.push_str(&chart(index, &p.name, &p.history));
 
     workers_table(out, &p.workers);
+    worker_signals_table(out, &p.worker_signals);
     last_decision(out, p);
     events_table(out, &p.recent_events);
     out.push_str("</section>\n");
@@ -212,6 +213,34 @@ fn workers_table(out: &mut String, workers: &[WorkerGroup]) {
             w.market.as_str(),
             w.zone.as_deref().map_or_else(|| "any".to_owned(), escape),
             w.count,
+        ));
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+/// Each worker's GPU utilisation and memory, and whether memory marks it idle.
+fn worker_signals_table(out: &mut String, workers: &[WorkerSignals]) {
+    if workers.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h4>GPU signals per worker</h4>\n<table>\n<thead><tr><th scope=\"col\">Worker</th>\
+         <th scope=\"col\">Instance type</th><th scope=\"col\">Market</th>\
+         <th scope=\"col\" class=\"n\">GPU utilisation</th>\
+         <th scope=\"col\" class=\"n\">GPU memory used</th></tr></thead>\n<tbody>\n",
+    );
+    for w in workers {
+        let memory = w.gpu_memory_used_gib.map_or_else(no_signal, |m| {
+            let idle = if w.idle_by_memory { " (idle)" } else { "" };
+            format!("{m:.1} GiB{idle}")
+        });
+        out.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{memory}</td></tr>\n",
+            escape(&w.id),
+            escape(&w.instance_type),
+            w.market.as_str(),
+            w.gpu_utilization
+                .map_or_else(no_signal, |u| format!("{:.0}%", u * 100.0)),
         ));
     }
     out.push_str("</tbody>\n</table>\n");
@@ -656,6 +685,14 @@ mod tests {
             queue_depth: Some(4.0),
             running_jobs: Some(2.0),
             gpu_utilization: Some(0.734),
+            worker_signals: vec![WorkerSignals {
+                id: "i-0<b>".to_owned(),
+                instance_type: "g5.xlarge".to_owned(),
+                market: Market::Spot,
+                gpu_utilization: Some(0.05),
+                gpu_memory_used_gib: Some(0.7),
+                idle_by_memory: true,
+            }],
             cost_per_hour: 2.01,
             spent_today: 12.5,
             budget: None,
@@ -846,6 +883,10 @@ mod tests {
         assert!(html.contains("changed the target"));
         assert!(html.contains("73%"));
         assert!(html.contains("<td>g5.xlarge</td><td>spot</td><td>us-east-1a</td>"));
+        assert!(html.contains(
+            "<td>i-0&lt;b&gt;</td><td>g5.xlarge</td><td>spot</td><td class=\"n\">5%</td>\
+             <td class=\"n\">0.7 GiB (idle)</td>"
+        ));
     }
 
     #[test]

@@ -104,6 +104,11 @@ pub struct PolicyIn {
     /// GPU utilisation below this counts as idle (default 0.1).
     #[schema(minimum = 0, maximum = 1)]
     pub idle_utilization_threshold: Option<f64>,
+    /// A worker whose GPUs all hold less memory than this many GiB
+    /// (`gpu_memory_used_gib`, DCGM's `DCGM_FI_DEV_FB_USED`) counts as idle even when its
+    /// utilisation blips; unset (the default), memory is not an idle signal.
+    #[schema(exclusive_minimum = 0, maximum = 10000)]
+    pub idle_gpu_memory_gib: Option<f64>,
     /// On-demand workers before any spot (default 0).
     #[schema(maximum = 100000)]
     pub on_demand_base: Option<u32>,
@@ -394,6 +399,14 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             "must be a number of dollars greater than zero",
         );
     }
+    if let Some(g) = p.idle_gpu_memory_gib
+        && (!g.is_finite() || g <= 0.0 || g > 10_000.0)
+    {
+        c.fail(
+            "idle_gpu_memory_gib",
+            format!("must be more than 0 and at most 10000 GiB, not {g}"),
+        );
+    }
     if p.budget_action.is_some() && p.daily_budget.is_none() {
         c.fail("budget_action", "needs a daily_budget");
     }
@@ -461,6 +474,7 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             DEFAULT_IDLE_UTILIZATION_THRESHOLD,
             true,
         ),
+        idle_gpu_memory_gib: p.idle_gpu_memory_gib,
         on_demand_base,
         spot_percentage,
         daily_budget: p.daily_budget,

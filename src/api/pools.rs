@@ -16,7 +16,9 @@ use super::offerings::snapshot;
 use super::policy_in::{PolicyIn, check_pool_name, parse_policy};
 use crate::app::AppState;
 use crate::core::catalog::Market;
-use crate::core::policy::Policy;
+use crate::core::policy::{Policy, secs_to_ms};
+use crate::core::scale::Worker;
+use crate::fleet::signals;
 use crate::fleet::view::EventOut;
 use crate::store::{EventPage, NewWorker, PoolRow};
 use crate::timefmt::{check_not_future, format_ms, now_ms, parse_rfc3339_ms};
@@ -246,6 +248,11 @@ pub struct LiveWorker {
     pub reclaim_at: Option<String>,
     /// When its job last reported a saved checkpoint.
     pub checkpoint_at: Option<String>,
+    /// Its fresh GPU busy fraction (0..1), if reported within the policy's
+    /// `signal_max_age_sec`.
+    pub gpu_utilization: Option<f64>,
+    /// Its fresh GPU memory in use (GiB, the fullest GPU), if reported likewise.
+    pub gpu_memory_used_gib: Option<f64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -266,17 +273,26 @@ pub async fn list_workers(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<WorkerList>, ApiError> {
-    if state.store.find_pool(&name).await?.is_none() {
+    let Some(pool) = state.store.find_pool(&name).await? else {
         return Err(no_pool(&name));
-    }
+    };
     let checkpoints = state.store.checkpoints(&name).await?;
-    let mut workers: Vec<LiveWorker> = state
+    let policy = &pool.policy;
+    let fresh_since = now_ms().saturating_sub(secs_to_ms(policy.signal_max_age_sec));
+    let latest = state.store.latest_signals(&name, fresh_since).await?;
+    let mut live: Vec<Worker> = state
         .store
         .workers(&name, i64::MAX)
         .await?
         .into_iter()
         .filter(|w| w.stopped_at_ms.is_none())
+        .collect();
+    signals::apply(policy, &latest, &[], &mut live);
+    let mut workers: Vec<LiveWorker> = live
+        .into_iter()
         .map(|w| LiveWorker {
+            gpu_utilization: w.utilization,
+            gpu_memory_used_gib: w.gpu_memory_gib,
             checkpoint_at: checkpoints
                 .iter()
                 .find(|(id, _)| *id == w.id)

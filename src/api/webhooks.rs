@@ -18,10 +18,7 @@ use super::idempotency::{Claim, json_answer, once};
 use crate::app::AppState;
 use crate::core::policy::Policy;
 use crate::ingest::cloud_events::{self, NoticeError};
-use crate::ingest::remote_write::{
-    self, GPU_MEMORY_USED_GIB, GPU_UTILIZATION, PENDING_JOBS, QUEUE_DEPTH, RUNNING_JOBS,
-    SAMPLE_NAMES,
-};
+use crate::ingest::remote_write::{self, GPU_MEMORY_USED_GIB, GPU_UTILIZATION, SAMPLE_NAMES};
 use crate::store::{IdempotencyClaim, IngestReport, NewSample, NoticeOutcome, StoredResponse};
 use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
@@ -59,13 +56,10 @@ pub struct IngestOut {
     pub duplicates: u64,
 }
 
-/// Whether a sample shows work: jobs, or a GPU busier than the pool's idle threshold.
+/// Whether a sample shows work: jobs, a GPU busier than the pool's idle threshold, or GPU
+/// memory at or above `idle_gpu_memory_gib` when the policy sets it.
 pub fn shows_work(policy: &Policy, s: &NewSample) -> bool {
-    match s.name {
-        QUEUE_DEPTH | PENDING_JOBS | RUNNING_JOBS => s.value > 0.0,
-        GPU_UTILIZATION => s.value >= policy.idle_utilization_threshold,
-        _ => false,
-    }
+    crate::core::idle::shows_work(policy, s.name, s.value)
 }
 
 fn check_sample(

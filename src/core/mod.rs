@@ -8,6 +8,7 @@ pub mod capacity;
 pub mod catalog;
 pub mod cost;
 pub mod decision;
+pub mod idle;
 pub mod job;
 pub mod money;
 pub mod policy;

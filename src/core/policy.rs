@@ -114,6 +114,10 @@ pub struct Policy {
     pub stabilization_window_sec: u64,
     pub idle_to_zero_after_sec: u64,
     pub idle_utilization_threshold: f64,
+    /// A worker whose GPUs all hold less memory than this (GiB) counts as idle whatever its
+    /// utilisation; unset, memory is not an idle signal.
+    #[serde(default)]
+    pub idle_gpu_memory_gib: Option<f64>,
     pub on_demand_base: u32,
     pub spot_percentage: u32,
     /// US dollars per UTC day.
@@ -210,6 +214,7 @@ pub(crate) fn test_policy() -> Policy {
         stabilization_window_sec: DEFAULT_STABILIZATION_WINDOW_SEC,
         idle_to_zero_after_sec: DEFAULT_IDLE_TO_ZERO_AFTER_SEC,
         idle_utilization_threshold: DEFAULT_IDLE_UTILIZATION_THRESHOLD,
+        idle_gpu_memory_gib: None,
         on_demand_base: 0,
         spot_percentage: DEFAULT_SPOT_PERCENTAGE,
         daily_budget: None,

@@ -293,6 +293,7 @@ mod tests {
                 action_at_ms: Some(deadline),
             }),
             utilization: None,
+            gpu_memory_gib: None,
         }
     }
 

@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 
 use super::catalog::Market;
 use super::cost::{PriceBook, day_start, hours_left_today, round_cents, spend_today};
+use super::idle::idle_by_memory;
 use super::policy::{BudgetAction, Mode, Policy, secs_to_ms};
 use super::timestamp::rfc3339;
 
@@ -77,6 +78,8 @@ pub struct Worker {
     pub warning: Option<Warning>,
     /// Its latest fresh GPU utilisation (0..1), if any.
     pub utilization: Option<f64>,
+    /// Its latest fresh GPU memory in use (GiB, the fullest GPU), if any.
+    pub gpu_memory_gib: Option<f64>,
 }
 
 impl WarningKind {
@@ -103,6 +106,16 @@ impl Worker {
         self.stopped_at_ms.is_none()
     }
 
+    /// Its utilisation as the policy reads it: none at all when its GPUs hold less memory
+    /// than `idle_gpu_memory_gib`, since no training runs there.
+    fn utilization_under(&self, p: &Policy) -> Option<f64> {
+        if idle_by_memory(p, self.gpu_memory_gib) {
+            Some(0.0)
+        } else {
+            self.utilization
+        }
+    }
+
     fn is_doomed(&self) -> bool {
         self.warning
             .as_ref()
@@ -116,8 +129,9 @@ pub struct Signals {
     pub queue_depth: Option<f64>,
     pub pending_jobs: Option<f64>,
     pub running_jobs: Option<f64>,
-    /// The latest time any signal showed work (jobs, or a GPU at or above the idle threshold).
-    pub last_busy_at_ms: Option<i64>,
+    /// Since when the signals have shown no work: the latest time one of the pool's series
+    /// turned idle ([`super::idle::pool_idle_since`]).
+    pub idle_since_ms: Option<i64>,
 }
 
 impl Signals {
@@ -332,7 +346,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     let utils: Vec<f64> = live
         .iter()
         .filter(|w| !w.is_doomed())
-        .filter_map(|w| w.utilization)
+        .filter_map(|w| w.utilization_under(p))
         .collect();
     let mean_util = (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
 
@@ -403,7 +417,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     } else if !busy && bounded <= previous && previous > p.min_workers {
         // No work at all: keep warm workers until the pool has been idle long enough.
         let idle_since = [
-            input.signals.last_busy_at_ms,
+            input.signals.idle_since_ms,
             input.state.last_scale_up_at_ms,
             Some(input.since_ms),
         ]
@@ -1265,15 +1279,12 @@ fn pick_for_removal(p: &Policy, live: &[&Worker], by_type: &[TypeTarget], n: usi
     let over = |m: Market| have(m) > share(m);
     let mut candidates: Vec<&&Worker> = live.iter().filter(|w| !w.is_doomed()).collect();
     candidates.sort_by(|a, b| {
-        let idle = |w: &Worker| w.utilization.unwrap_or(0.0) < p.idle_utilization_threshold;
+        let util = |w: &Worker| w.utilization_under(p).unwrap_or(0.0);
+        let idle = |w: &Worker| util(w) < p.idle_utilization_threshold;
         idle(b)
             .cmp(&idle(a))
             .then(over(b.market).cmp(&over(a.market)))
-            .then(
-                a.utilization
-                    .unwrap_or(0.0)
-                    .total_cmp(&b.utilization.unwrap_or(0.0)),
-            )
+            .then(util(a).total_cmp(&util(b)))
             .then(b.started_at_ms.cmp(&a.started_at_ms))
             .then(a.id.cmp(&b.id))
     });

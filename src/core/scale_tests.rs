@@ -16,6 +16,7 @@ fn worker(id: &str, market: Market, started: i64) -> Worker {
         stopped_at_ms: None,
         warning: None,
         utilization: Some(0.9),
+        gpu_memory_gib: None,
     }
 }
 
@@ -30,7 +31,7 @@ fn queue(waiting: f64, running: f64) -> Signals {
         queue_depth: Some(waiting),
         pending_jobs: None,
         running_jobs: Some(running),
-        last_busy_at_ms: Some(T0),
+        idle_since_ms: Some(T0),
     }
 }
 
@@ -185,12 +186,12 @@ fn idle_ten_minutes_goes_to_min_nine_minutes_holds() {
     for w in &mut c.workers {
         w.utilization = Some(0.02);
     }
-    c.signals.last_busy_at_ms = Some(T0 - 9 * MIN);
+    c.signals.idle_since_ms = Some(T0 - 9 * MIN);
     let o = c.run();
     assert_eq!(o.decision.desired, 4);
     assert!(fired(&o, "idle_wait"));
     assert_eq!(o.decision.next_evaluation_at_ms, T0 + 30_000.min(MIN));
-    c.signals.last_busy_at_ms = Some(T0 - 10 * MIN);
+    c.signals.idle_since_ms = Some(T0 - 10 * MIN);
     let o = c.run();
     assert_eq!(o.decision.desired, 0);
     assert!(fired(&o, "idle_to_zero"));
@@ -201,7 +202,7 @@ fn idle_ten_minutes_goes_to_min_nine_minutes_holds() {
 #[test]
 fn a_busy_gpu_is_not_idle() {
     let mut c = Case::new(workers(2), queue(0.0, 0.0));
-    c.signals.last_busy_at_ms = Some(T0 - 30 * MIN);
+    c.signals.idle_since_ms = Some(T0 - 30 * MIN);
     c.workers[0].utilization = Some(0.5);
     c.workers[1].utilization = Some(0.0);
     c.state.need_history = vec![(T0 - 30 * MIN, 0)];
@@ -548,7 +549,7 @@ fn workers_that_report_nothing_are_not_idled() {
     for w in &mut c.workers {
         w.utilization = None;
     }
-    c.signals.last_busy_at_ms = Some(T0 - 60 * MIN);
+    c.signals.idle_since_ms = Some(T0 - 60 * MIN);
     let o = c.run();
     assert_eq!(o.decision.desired, 3);
     assert!(fired(&o, "no_signal"));

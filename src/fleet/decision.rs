@@ -59,7 +59,7 @@ pub fn run(
     let policy = &read.pool.policy;
     let prices = PriceBook::for_policy(catalog, policy);
     let mut workers = read.workers.clone();
-    let signals = signals::apply(&read.latest, &mut workers, read.last_busy_at_ms);
+    let signals = signals::apply(policy, &read.latest, &read.series_idle, &mut workers);
     let outcome = evaluate(&PoolInput {
         policy,
         state: &read.pool.state,

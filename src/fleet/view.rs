@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 use super::signals;
 use crate::core::catalog::{CatalogSnapshot, Market};
 use crate::core::cost::{PriceBook, day_start, round_cents, spend_today};
+use crate::core::idle::idle_by_memory;
 use crate::core::policy::{Mode, secs_to_ms};
 use crate::core::scale::Worker;
 use crate::core::timestamp::rfc3339;
@@ -57,6 +58,21 @@ pub struct WorkerGroup {
     pub count: u32,
 }
 
+/// One live worker's fresh GPU signals.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WorkerSignals {
+    pub id: String,
+    pub instance_type: String,
+    pub market: Market,
+    /// GPU busy fraction (0..1), when fresh.
+    pub gpu_utilization: Option<f64>,
+    /// GPU memory in use on its fullest GPU (GiB), when fresh.
+    pub gpu_memory_used_gib: Option<f64>,
+    /// Its GPUs hold less memory than the policy's `idle_gpu_memory_gib`: no training runs
+    /// there, whatever the utilisation says.
+    pub idle_by_memory: bool,
+}
+
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct BudgetView {
     pub daily_budget: f64,
@@ -82,6 +98,8 @@ pub struct PoolView {
     pub running_jobs: Option<f64>,
     /// Mean fresh GPU utilisation of live workers.
     pub gpu_utilization: Option<f64>,
+    /// Each live worker's fresh GPU utilisation and memory, oldest worker first.
+    pub worker_signals: Vec<WorkerSignals>,
     /// Dollars per hour of the live workers at catalog prices.
     pub cost_per_hour: f64,
     /// Dollars spent since 00:00 UTC, stopped workers included.
@@ -150,7 +168,7 @@ pub async fn pool_view(
     let mut workers = store.workers(&row.name, since).await?;
     let max_age = secs_to_ms(p.signal_max_age_sec);
     let latest = store.latest_signals(&row.name, now_ms - max_age).await?;
-    let sig = signals::apply(&latest, &mut workers, None);
+    let sig = signals::apply(p, &latest, &[], &mut workers);
     let prices = PriceBook::for_policy(catalog, p);
     let price = |w: &Worker| {
         prices
@@ -219,6 +237,17 @@ pub async fn pool_view(
         running_jobs: sig.running_jobs,
         gpu_utilization: (!utils.is_empty())
             .then(|| utils.iter().sum::<f64>() / utils.len() as f64),
+        worker_signals: live
+            .iter()
+            .map(|w| WorkerSignals {
+                id: w.id.clone(),
+                instance_type: w.instance_type.clone(),
+                market: w.market,
+                gpu_utilization: w.utilization,
+                gpu_memory_used_gib: w.gpu_memory_gib,
+                idle_by_memory: idle_by_memory(p, w.gpu_memory_gib),
+            })
+            .collect(),
         cost_per_hour: round_cents(live.iter().map(|w| price(w)).sum()),
         spent_today: round_cents(spent),
         budget: p.daily_budget.map(|b| BudgetView {

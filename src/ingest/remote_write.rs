@@ -67,16 +67,9 @@ pub const VERSION_HEADER: &str = "X-Prometheus-Remote-Write-Version";
 /// The protocol version this module speaks.
 pub const VERSION: &str = "0.1.0";
 
-/// Sample name: jobs waiting in the pool's queue.
-pub const QUEUE_DEPTH: &str = "queue_depth";
-/// Sample name: jobs accepted but not yet placed.
-pub const PENDING_JOBS: &str = "pending_jobs";
-/// Sample name: jobs running.
-pub const RUNNING_JOBS: &str = "running_jobs";
-/// Sample name: GPU busy fraction, 0..1.
-pub const GPU_UTILIZATION: &str = "gpu_utilization";
-/// Sample name: GPU memory in use, GiB.
-pub const GPU_MEMORY_USED_GIB: &str = "gpu_memory_used_gib";
+pub use crate::core::idle::names::{
+    GPU_MEMORY_USED_GIB, GPU_UTILIZATION, PENDING_JOBS, QUEUE_DEPTH, RUNNING_JOBS,
+};
 /// Every sample name [`map_series`] produces.
 pub const SAMPLE_NAMES: [&str; 5] = [
     QUEUE_DEPTH,

@@ -52,6 +52,7 @@ macro_rules! worker_from_row {
                 None => None,
             },
             utilization: None,
+            gpu_memory_gib: None,
         }
     }};
 }
@@ -69,17 +70,35 @@ pub(super) struct LatestRow {
     pub name: &'static str,
     pub at_ms: i64,
     pub value: f64,
-    pub last_busy_at_ms: Option<i64>,
+    /// The batch's own activity for the series, merged with the stored one by the upsert.
+    pub activity: crate::core::idle::SeriesActivity,
 }
 
-/// Keeps the newest value per series and the latest busy time; the SET expressions all read
-/// the row as it was, which both backends guarantee.
-pub(super) const UPSERT_LATEST_TAIL: &str = " ON CONFLICT (pool, worker, name) DO UPDATE SET
-    value = CASE WHEN excluded.at_ms > signal_latest.at_ms THEN excluded.value ELSE signal_latest.value END,
-    at_ms = CASE WHEN excluded.at_ms > signal_latest.at_ms THEN excluded.at_ms ELSE signal_latest.at_ms END,
-    last_busy_at_ms = CASE WHEN excluded.last_busy_at_ms IS NOT NULL
+/// Keeps the newest value per series and merges its activity as
+/// [`SeriesActivity::merge`](crate::core::idle::SeriesActivity::merge) does: the later busy
+/// time, and the earlier of the two idle times that fall after it. The SET expressions all
+/// read the row as it was, which both backends guarantee.
+pub(super) static UPSERT_LATEST_TAIL: std::sync::LazyLock<String> = std::sync::LazyLock::new(
+    || {
+        let busy = "CASE WHEN excluded.last_busy_at_ms IS NOT NULL
         AND (signal_latest.last_busy_at_ms IS NULL OR excluded.last_busy_at_ms > signal_latest.last_busy_at_ms)
         THEN excluded.last_busy_at_ms ELSE signal_latest.last_busy_at_ms END";
+        let after =
+            |idle: &str| format!("CASE WHEN ({busy}) IS NULL OR {idle} > ({busy}) THEN {idle} END");
+        let (x, y) = (
+            after("excluded.idle_since_ms"),
+            after("signal_latest.idle_since_ms"),
+        );
+        format!(
+        " ON CONFLICT (pool, worker, name) DO UPDATE SET
+    value = CASE WHEN excluded.at_ms > signal_latest.at_ms THEN excluded.value ELSE signal_latest.value END,
+    at_ms = CASE WHEN excluded.at_ms > signal_latest.at_ms THEN excluded.at_ms ELSE signal_latest.at_ms END,
+    last_busy_at_ms = {busy},
+    idle_since_ms = CASE WHEN ({x}) IS NULL THEN {y} WHEN ({y}) IS NULL THEN {x}
+        WHEN ({x}) < ({y}) THEN {x} ELSE {y} END"
+    )
+    },
+);
 
 /// What a pool decision reads besides the pool row, aggregated into JSON by the lock query so
 /// that the lock is held for one round trip: workers, every series' newest value and recent
@@ -95,7 +114,7 @@ pub(super) type WorkerTuple = (
     Option<i64>,
     Option<i64>,
 );
-pub(super) type LatestTuple = (String, String, f64, i64);
+pub(super) type LatestTuple = (String, String, f64, i64, Option<i64>, Option<i64>);
 pub(super) type IncidentTuple = (String, String, Option<String>, i64);
 
 /// Decodes the row of `READ_POOL`/`LOCK_POOL` into what a decision reads; series older than
@@ -106,7 +125,6 @@ macro_rules! decision_read_from_row {
         let row = $row;
         let now_ms: i64 = $now_ms;
         let pool = pool_from_row!(&row);
-        let last_busy_at_ms: Option<i64> = row.try_get("last_busy_at_ms")?;
         let json = |col: &str| -> Result<String, sqlx::Error> {
             Ok(row
                 .try_get::<Option<String>, _>(col)?
@@ -144,6 +162,7 @@ macro_rules! decision_read_from_row {
                             action_at_ms: action_at,
                         }),
                         utilization: None,
+                        gpu_memory_gib: None,
                     })
                 },
             )
@@ -152,15 +171,30 @@ macro_rules! decision_read_from_row {
         let fresh_since = now_ms.saturating_sub(max_age);
         let latest: Vec<$crate::store::pool_sql::LatestTuple> =
             serde_json::from_str(&json("latest_json")?).map_err(decode)?;
+        let series_idle = latest
+            .iter()
+            .map(
+                |(worker, name, _, _, busy, idle)| $crate::core::idle::SeriesIdle {
+                    worker: worker.clone(),
+                    name: name.clone(),
+                    activity: $crate::core::idle::SeriesActivity {
+                        last_busy_at_ms: *busy,
+                        idle_since_ms: *idle,
+                    },
+                },
+            )
+            .collect();
         let latest = latest
             .into_iter()
-            .filter(|(_, _, _, at)| *at >= fresh_since)
-            .map(|(worker, name, value, at_ms)| $crate::store::LatestSignal {
-                worker,
-                name,
-                value,
-                at_ms,
-            })
+            .filter(|(_, _, _, at, _, _)| *at >= fresh_since)
+            .map(
+                |(worker, name, value, at_ms, _, _)| $crate::store::LatestSignal {
+                    worker,
+                    name,
+                    value,
+                    at_ms,
+                },
+            )
             .collect();
         let incidents: Vec<$crate::store::pool_sql::IncidentTuple> =
             serde_json::from_str(&json("incidents_json")?).map_err(decode)?;
@@ -183,7 +217,7 @@ macro_rules! decision_read_from_row {
             pool,
             workers,
             latest,
-            last_busy_at_ms,
+            series_idle,
             incidents,
         }
     }};
@@ -574,15 +608,13 @@ macro_rules! pool_sql {
                             name: s.name,
                             at_ms: s.at_ms,
                             value: s.value,
-                            last_busy_at_ms: None,
+                            activity: Default::default(),
                         });
                     if s.at_ms > e.at_ms {
                         e.at_ms = s.at_ms;
                         e.value = s.value;
                     }
-                    if shows_work {
-                        e.last_busy_at_ms = Some(e.last_busy_at_ms.map_or(s.at_ms, |b| b.max(s.at_ms)));
-                    }
+                    e.activity.observe(s.at_ms, shows_work);
                 }
                 let latest: Vec<_> = latest.into_values().collect();
                 for chunk in latest.chunks($crate::store::pool_sql::CHUNK) {
@@ -590,7 +622,7 @@ macro_rules! pool_sql {
                 }
                 let mut active_pools: Vec<String> = latest
                     .iter()
-                    .filter(|l| l.last_busy_at_ms.is_some())
+                    .filter(|l| l.activity.last_busy_at_ms.is_some())
                     .map(|l| l.pool.clone())
                     .collect();
                 active_pools.dedup();

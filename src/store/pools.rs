@@ -61,7 +61,9 @@ pub struct DecisionRead {
     pub workers: Vec<Worker>,
     /// Series newer than the policy's signal age limit.
     pub latest: Vec<LatestSignal>,
-    pub last_busy_at_ms: Option<i64>,
+    /// Every series' activity, stale ones too: a series silent since it was busy keeps the
+    /// pool from counting as idle before that time.
+    pub series_idle: Vec<crate::core::idle::SeriesIdle>,
     pub incidents: Vec<Incident>,
 }
 

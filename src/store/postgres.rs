@@ -52,13 +52,12 @@ macro_rules! pool_read_sql {
     () => {
         "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
             p.since_ms, p.created_at_ms, p.updated_at_ms,
-        (SELECT MAX(s.last_busy_at_ms) FROM signal_latest s WHERE s.pool = p.name) AS last_busy_at_ms,
         (SELECT json_agg(json_build_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
                     w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms)
                 ORDER BY w.started_at_ms, w.id)
            FROM workers w
           WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2))::text AS workers_json,
-        (SELECT json_agg(json_build_array(s.worker, s.name, s.value, s.at_ms) ORDER BY s.worker, s.name)
+        (SELECT json_agg(json_build_array(s.worker, s.name, s.value, s.at_ms, s.last_busy_at_ms, s.idle_since_ms) ORDER BY s.worker, s.name)
            FROM signal_latest s WHERE s.pool = p.name)::text AS latest_json,
         (SELECT json_agg(json_build_array(e.kind, e.instance_type, e.zone, e.at_ms))
            FROM pool_events e
@@ -232,9 +231,10 @@ impl PgStore {
         rows: &[LatestRow],
     ) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO signal_latest (pool, worker, name, at_ms, value, last_busy_at_ms)
-             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::float8[], $6::bigint[])
-             {UPSERT_LATEST_TAIL}"
+            "INSERT INTO signal_latest (pool, worker, name, at_ms, value, last_busy_at_ms, idle_since_ms)
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::float8[], $6::bigint[], $7::bigint[])
+             {}",
+            UPSERT_LATEST_TAIL.as_str()
         );
         sqlx::query(&sql)
             .bind(rows.iter().map(|s| s.pool.as_str()).collect::<Vec<_>>())
@@ -242,7 +242,16 @@ impl PgStore {
             .bind(rows.iter().map(|s| s.name).collect::<Vec<_>>())
             .bind(rows.iter().map(|s| s.at_ms).collect::<Vec<_>>())
             .bind(rows.iter().map(|s| s.value).collect::<Vec<_>>())
-            .bind(rows.iter().map(|s| s.last_busy_at_ms).collect::<Vec<_>>())
+            .bind(
+                rows.iter()
+                    .map(|s| s.activity.last_busy_at_ms)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                rows.iter()
+                    .map(|s| s.activity.idle_since_ms)
+                    .collect::<Vec<_>>(),
+            )
             .execute(&mut **tx)
             .await?;
         Ok(())

@@ -21,13 +21,12 @@ macro_rules! pool_read_sql {
     () => {
         "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
             p.since_ms, p.created_at_ms, p.updated_at_ms,
-        (SELECT MAX(s.last_busy_at_ms) FROM signal_latest s WHERE s.pool = p.name) AS last_busy_at_ms,
         (SELECT json_group_array(json_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
                     w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms))
            FROM (SELECT * FROM workers w
                   WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2)
                   ORDER BY w.started_at_ms, w.id) w) AS workers_json,
-        (SELECT json_group_array(json_array(s.worker, s.name, s.value, s.at_ms))
+        (SELECT json_group_array(json_array(s.worker, s.name, s.value, s.at_ms, s.last_busy_at_ms, s.idle_since_ms))
            FROM (SELECT * FROM signal_latest s WHERE s.pool = p.name ORDER BY s.worker, s.name) s) AS latest_json,
         (SELECT json_group_array(json_array(e.kind, e.instance_type, e.zone, e.at_ms))
            FROM pool_events e
@@ -138,7 +137,7 @@ impl SqliteStore {
         rows: &[LatestRow],
     ) -> StoreResult<()> {
         let mut q = sqlx::QueryBuilder::<Sqlite>::new(
-            "INSERT INTO signal_latest (pool, worker, name, at_ms, value, last_busy_at_ms) ",
+            "INSERT INTO signal_latest (pool, worker, name, at_ms, value, last_busy_at_ms, idle_since_ms) ",
         );
         q.push_values(rows, |mut b, s| {
             b.push_bind(&s.pool)
@@ -146,9 +145,10 @@ impl SqliteStore {
                 .push_bind(s.name)
                 .push_bind(s.at_ms)
                 .push_bind(s.value)
-                .push_bind(s.last_busy_at_ms);
+                .push_bind(s.activity.last_busy_at_ms)
+                .push_bind(s.activity.idle_since_ms);
         });
-        q.push(UPSERT_LATEST_TAIL);
+        q.push(UPSERT_LATEST_TAIL.as_str());
         q.build().execute(&mut **tx).await?;
         Ok(())
     }

@@ -12,6 +12,7 @@ mod cloud_events_fuzz;
 mod common;
 mod http_benchmarks;
 mod http_decide;
+mod http_idle;
 mod http_import;
 mod http_offerings;
 mod http_pools;

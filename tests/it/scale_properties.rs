@@ -37,6 +37,7 @@ fn policy(mode: Mode, min: u32, max: u32, pct: f64, min_step: u32, base: u32, sp
         stabilization_window_sec: 300,
         idle_to_zero_after_sec: 600,
         idle_utilization_threshold: 0.1,
+        idle_gpu_memory_gib: None,
         on_demand_base: base,
         spot_percentage: spot,
         daily_budget: None,
@@ -120,6 +121,7 @@ fn case() -> impl Strategy<Value = Case> {
                         stopped_at_ms: None,
                         warning: None,
                         utilization,
+                        gpu_memory_gib: None,
                     })
                     .collect();
                 Case {
@@ -129,7 +131,7 @@ fn case() -> impl Strategy<Value = Case> {
                         queue_depth: queue,
                         pending_jobs: None,
                         running_jobs: running,
-                        last_busy_at_ms: Some(T0 - 60_000),
+                        idle_since_ms: Some(T0 - 60_000),
                     },
                     previous,
                     budget: budget.map(|(b, cap)| {

@@ -162,7 +162,8 @@ struct Sim<'a> {
     rates: Vec<RateSource>,
     incidents: Vec<Incident>,
     state: PoolState,
-    last_busy: Option<i64>,
+    /// Since when nothing has run or waited; `None` while something does.
+    idle_since: Option<i64>,
     running: u32,
     /// GPUs of the running and the waiting jobs: the queue as a scheduler reports it.
     running_gpus: u64,
@@ -201,7 +202,7 @@ pub fn replay(r: &Replay<'_>) -> PolicyRun {
         rates: Vec::new(),
         incidents: Vec::new(),
         state: PoolState::default(),
-        last_busy: None,
+        idle_since: None,
         running: 0,
         running_gpus: 0,
         waiting_gpus: 0,
@@ -342,8 +343,8 @@ impl Sim<'_> {
                     restarts: 0,
                 });
                 self.enqueue(self.jobs.len() - 1);
-                self.last_busy = Some(t);
                 self.place(t);
+                self.note_activity(t);
             }
             TraceEvent::SpotPrice {
                 instance_type,
@@ -461,8 +462,8 @@ impl Sim<'_> {
                     let job = &mut self.jobs[j];
                     job.state = JobState::Done;
                     job.finished_at = Some(t);
-                    self.last_busy = Some(t);
                     self.place(t);
+                    self.note_activity(t);
                 }
             }
             Ev::Reclaim(num) => {
@@ -710,6 +711,7 @@ impl Sim<'_> {
             stopped_at_ms: None,
             warning: None,
             utilization: None,
+            gpu_memory_gib: None,
         });
         self.meta.push(Meta {
             num,
@@ -787,6 +789,16 @@ impl Sim<'_> {
         self.cost.on_demand + self.cost.spot + open
     }
 
+    /// The scheduler's view at `t`: the pool turns idle the moment nothing runs or waits,
+    /// which is the first idle observation a sender reporting on every change would make.
+    fn note_activity(&mut self, t: i64) {
+        if self.running > 0 || !self.queue.is_empty() {
+            self.idle_since = None;
+        } else if self.idle_since.is_none() {
+            self.idle_since = Some(t);
+        }
+    }
+
     /// One evaluation at `t`, and its actions carried out.
     fn decide(&mut self, t: i64) {
         let p = self.r.policy;
@@ -794,9 +806,7 @@ impl Sim<'_> {
         for (w, m) in self.workers.iter_mut().zip(&self.meta) {
             w.utilization = m.ready.then(|| f64::from(self.gpw - m.gpus_free) / gpw);
         }
-        if self.running > 0 || !self.queue.is_empty() {
-            self.last_busy = Some(t);
-        }
+        self.note_activity(t);
         // A scheduler reports its queue to a queue-mode pool in jobs of the policy's
         // `gpus_per_job`: a job of twice that size counts twice, a quarter-size job a quarter.
         let unit = match p.mode {
@@ -811,7 +821,7 @@ impl Sim<'_> {
             queue_depth: Some(waiting),
             pending_jobs: None,
             running_jobs: Some(running),
-            last_busy_at_ms: self.last_busy,
+            idle_since_ms: self.idle_since,
         };
         let outcome = evaluate(&PoolInput {
             policy: p,
