@@ -20,11 +20,12 @@ RUN mkdir src \
     && rm -rf src target/release/.fingerprint/trainscaler-* target/release/deps/trainscaler-* \
         target/release/deps/libtrainscaler-* target/release/trainscaler target/release/trainscaler.d
 
-# The real sources; migrations and catalog are compiled into the binary (sqlx::migrate!,
-# include_str!).
+# The real sources; migrations, catalog and the API page's script are compiled into the
+# binary (sqlx::migrate!, include_str!, include_bytes!).
 COPY src src
 COPY migrations migrations
 COPY catalog catalog
+COPY assets assets
 RUN cargo build --release --locked
 
 # ---- runtime ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ pub mod benchmarks;
 pub mod catalog;
 mod cursor;
 pub mod decide;
+mod docs_page;
 pub mod error;
 pub mod extract;
 pub mod fleet;
@@ -39,7 +40,6 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use utoipa_scalar::{Scalar, Servable};
 
 use crate::app::AppState;
 use crate::config::ServeConfig;
@@ -208,12 +208,12 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     idempotency::document(&mut spec);
     schema_rules::document(&mut spec);
     document_bodies(&mut spec);
-    let spec_json = spec.clone();
+    let spec_json = spec;
     api.route(
         "/openapi.json",
         axum::routing::get(move || async move { axum::Json(spec_json) }),
     )
-    .merge(Scalar::with_url("/docs", spec))
+    .merge(docs_page::routes())
     .fallback(|| async { ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
     // Route layers run outermost-last: latency is recorded around the key check, so refused
     // requests are counted too; idempotency keys are looked at only once the caller is known.
