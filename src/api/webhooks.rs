@@ -38,8 +38,10 @@ pub struct SampleIn {
     /// `gpu_memory_used_gib`.
     pub name: String,
     pub value: f64,
-    /// RFC 3339. With pool, worker and name it identifies the sample: re-sending is a no-op.
-    pub at: String,
+    /// When it was measured, RFC 3339; omitted, it is the time the server received the batch.
+    /// With pool, worker and name it identifies the sample, so re-sending a sample that
+    /// states its time is a no-op (one without a time is a new measurement each time).
+    pub at: Option<String>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -111,7 +113,11 @@ fn check_sample(
             "gpu_memory_used_gib is in GiB; at most 10000".into(),
         );
     }
-    let at = parse_rfc3339_ms(&s.at).and_then(|ms| check_not_future(ms, now));
+    // A sender without a clock of its own (a shell script, a cron job) reports "now".
+    let at = match &s.at {
+        None => Ok(now),
+        Some(text) => parse_rfc3339_ms(text).and_then(|ms| check_not_future(ms, now)),
+    };
     if let Err(p) = &at {
         fail("at", p.clone());
     }

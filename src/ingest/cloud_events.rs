@@ -10,7 +10,8 @@
 //!
 //! `kind` is `interruption_warning`, `rebalance_recommendation`, `capacity_error` or
 //! `checkpoint_saved` (a job saved its state: an interrupted worker may now be terminated);
-//! worker notices need `worker`, capacity errors need `pool` and `instance_type`.
+//! worker notices need `worker`, capacity errors need `pool` and `instance_type`; a notice without
+//! `at` is taken as sent when it arrived.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -319,7 +320,11 @@ fn generic(i: usize, item: &Value, now_ms: i64, out: &mut Parsed, errors: &mut V
             ""
         }
     };
-    let at_ms = time(n.at.as_ref(), field("at"), now_ms, RFC3339, errors);
+    // Omitted, the notice is taken as sent when it arrived, as for samples.
+    let at_ms = match &n.at {
+        None => Some(now_ms),
+        Some(at) => time(Some(at), field("at"), now_ms, RFC3339, errors),
+    };
     let action_at_ms = match &n.action_at {
         None => None,
         Some(v) => match v.as_str().map(parse_rfc3339_ms) {
