@@ -33,6 +33,23 @@ fn admin_url() -> String {
     std::env::var("TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_ADMIN_URL.to_string())
 }
 
+/// The start of every test database's name: `TRAINSCALER_TEST_DB_PREFIX`, which `.ci/run`
+/// sets per run so that on a shared server it drops only the databases it made.
+fn db_prefix() -> String {
+    let prefix =
+        std::env::var("TRAINSCALER_TEST_DB_PREFIX").unwrap_or_else(|_| "trainscaler_t".into());
+    // The name is spliced into CREATE/DROP DATABASE, so it must be a plain identifier.
+    assert!(
+        !prefix.is_empty()
+            && prefix.len() <= 40
+            && prefix
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "TRAINSCALER_TEST_DB_PREFIX must be 1 to 40 of a-z, 0-9 and _, not {prefix:?}"
+    );
+    prefix
+}
+
 impl TestDb {
     pub async fn new(backend: Backend) -> Self {
         match backend {
@@ -59,7 +76,8 @@ impl TestDb {
                         )
                     });
                 let name = format!(
-                    "trainscaler_t_{}_{}",
+                    "{}_{}_{}",
+                    db_prefix(),
                     std::process::id(),
                     NEXT_DB.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 );
