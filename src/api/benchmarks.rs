@@ -12,6 +12,7 @@ use super::decide::{JobIn, parse_job};
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, ApiQuery, parse_param};
 use super::idempotency::{Claim, json_answer, once};
+use super::list::page;
 use super::offerings::{CatalogProvider, known_provider, snapshot};
 use crate::app::AppState;
 use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
@@ -186,12 +187,20 @@ pub struct BenchmarkParams {
     /// Scaling efficiency below which a size is flagged communication-bound (default 0.8).
     #[param(value_type = Option<f64>)]
     communication_bound_below: Option<String>,
+    /// Page size, 1 to 500 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
+    limit: Option<String>,
+    /// The `next` value of the previous page.
+    cursor: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BenchmarkSummaries {
     pub workload: String,
+    /// Instance types by provider and name.
     pub items: Vec<InstanceSummary>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
 }
 
 /// A workload's measurements per instance type and size: throughput, throughput per hourly
@@ -220,8 +229,15 @@ pub async fn list_benchmarks(
         ));
     }
     let catalog = snapshot(&state)?;
+    let (items, next) = page(
+        summarise(&catalog, &params.workload, below),
+        |s| format!("{}\u{1}{}", s.provider, s.instance_type),
+        params.limit.as_deref(),
+        params.cursor.as_deref(),
+    )?;
     Ok(Json(BenchmarkSummaries {
-        items: summarise(&catalog, &params.workload, below),
+        items,
+        next,
         workload: params.workload,
     }))
 }

@@ -8,6 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, Problem};
 use super::extract::{ApiQuery, content_type_is, read_body};
+use super::list::{ListParams, page};
 use super::offerings::{CatalogProvider, known_provider, snapshot};
 use crate::app::AppState;
 use crate::catalog::{CatalogFormat, skypilot};
@@ -17,30 +18,58 @@ use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GpuList {
+    /// GPU models by name.
     pub items: Vec<GpuFacts>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
 }
 
 /// GPU datasheet facts, per GPU.
-#[utoipa::path(get, path = "/v1/gpus", tag = "catalog",
-    responses((status = 200, description = "GPU models", body = GpuList)))]
-pub async fn list_gpus(State(state): State<AppState>) -> Result<Json<GpuList>, ApiError> {
-    Ok(Json(GpuList {
-        items: snapshot(&state)?.gpus().to_vec(),
-    }))
+#[utoipa::path(get, path = "/v1/gpus", tag = "catalog", params(ListParams),
+    responses(
+        (status = 200, description = "A page of GPU models", body = GpuList),
+        (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`limit` out of range", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_gpus(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<GpuList>, ApiError> {
+    let (items, next) = page(
+        snapshot(&state)?.gpus().to_vec(),
+        |g| format!("{}\u{1}{}", g.name, g.variant),
+        params.limit.as_deref(),
+        params.cursor.as_deref(),
+    )?;
+    Ok(Json(GpuList { items, next }))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ProviderList {
+    /// Providers by name.
     pub items: Vec<Provider>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
 }
 
 /// The providers the catalog knows.
-#[utoipa::path(get, path = "/v1/providers", tag = "catalog",
-    responses((status = 200, description = "Providers", body = ProviderList)))]
-pub async fn list_providers(State(state): State<AppState>) -> Result<Json<ProviderList>, ApiError> {
-    Ok(Json(ProviderList {
-        items: snapshot(&state)?.providers().to_vec(),
-    }))
+#[utoipa::path(get, path = "/v1/providers", tag = "catalog", params(ListParams),
+    responses(
+        (status = 200, description = "A page of providers", body = ProviderList),
+        (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`limit` out of range", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_providers(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<ProviderList>, ApiError> {
+    let (items, next) = page(
+        snapshot(&state)?.providers().to_vec(),
+        |p| p.name.clone(),
+        params.limit.as_deref(),
+        params.cursor.as_deref(),
+    )?;
+    Ok(Json(ProviderList { items, next }))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

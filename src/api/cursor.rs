@@ -23,6 +23,19 @@ pub fn decode(token: &str) -> Result<(i64, i64), ApiError> {
     ))
 }
 
+/// Encodes a text sort key as a cursor token (for lists paged by name or time and name).
+pub fn encode_key(key: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("k:{key}"))
+}
+
+/// Decodes a token made by [`encode_key`]; anything else is a 400 naming `cursor`.
+pub fn decode_key(token: &str) -> Result<String, ApiError> {
+    let bad = || ApiError::bad_request("cursor", "is not a cursor this service issued");
+    let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    text.strip_prefix("k:").map(str::to_owned).ok_or_else(bad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,5 +45,12 @@ mod tests {
         assert_eq!(decode(&encode(21_957_642, 7)).unwrap(), (21_957_642, 7));
         assert!(decode("not-a-cursor").is_err());
         assert!(decode(&URL_SAFE_NO_PAD.encode("1:x")).is_err());
+    }
+
+    #[test]
+    fn key_cursors_round_trip_and_reject_other_tokens() {
+        assert_eq!(decode_key(&encode_key("gpu-t4")).unwrap(), "gpu-t4");
+        assert!(decode_key(&encode(1, 2)).is_err());
+        assert!(decode_key("%%").is_err());
     }
 }

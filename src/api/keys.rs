@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, Problem};
-use super::extract::{ApiJson, ApiPath};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
+use super::list::{ListParams, page, time_then};
 use crate::app::AppState;
 use crate::auth::issue::mint;
 use crate::auth::scope::{Scope, Scopes};
@@ -56,8 +57,10 @@ pub struct CreatedKey {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct KeyList {
-    /// Every key, revoked ones included, oldest first.
-    pub keys: Vec<KeyOut>,
+    /// Keys, revoked ones included, oldest first.
+    pub items: Vec<KeyOut>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
 }
 
 fn key_out(row: &KeyRow) -> KeyOut {
@@ -105,11 +108,26 @@ pub async fn create_key(
 }
 
 /// Lists API keys (never their secrets).
-#[utoipa::path(get, path = "/v1/keys", tag = "keys",
-    responses((status = 200, description = "Every key", body = KeyList)))]
-pub async fn list_keys(State(state): State<AppState>) -> Result<Json<KeyList>, ApiError> {
-    let keys = state.store.keys().await?.iter().map(key_out).collect();
-    Ok(Json(KeyList { keys }))
+#[utoipa::path(get, path = "/v1/keys", tag = "keys", params(ListParams),
+    responses(
+        (status = 200, description = "A page of keys, oldest first", body = KeyList),
+        (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`limit` out of range", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_keys(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<KeyList>, ApiError> {
+    let (rows, next) = page(
+        state.store.keys().await?,
+        |k| time_then(k.created_at_ms, &k.id),
+        params.limit.as_deref(),
+        params.cursor.as_deref(),
+    )?;
+    Ok(Json(KeyList {
+        items: rows.iter().map(key_out).collect(),
+        next,
+    }))
 }
 
 /// Revokes an API key: at once on this replica, within 10 s on the others.

@@ -16,6 +16,7 @@ pub mod idempotency;
 pub mod keda;
 pub mod keys;
 pub mod limits;
+mod list;
 pub mod metrics;
 pub mod offerings;
 pub mod page;

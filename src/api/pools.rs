@@ -7,11 +7,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use super::cursor;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, parse_limit};
+use super::list::{ListParams, page, time_then};
 use super::offerings::snapshot;
 use super::policy_in::{PolicyIn, check_pool_name, parse_policy};
 use crate::app::AppState;
@@ -38,7 +39,10 @@ pub struct PoolOut {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PoolList {
-    pub pools: Vec<PoolOut>,
+    /// Pools by name.
+    pub items: Vec<PoolOut>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
 }
 
 async fn pool_out(state: &AppState, row: PoolRow) -> Result<PoolOut, ApiError> {
@@ -88,14 +92,27 @@ pub async fn put_pool(
     Ok((status, Json(pool_out(&state, row).await?)).into_response())
 }
 
-#[utoipa::path(get, path = "/v1/pools", tag = "pools",
-    responses((status = 200, description = "Every pool, by name", body = PoolList)))]
-pub async fn list_pools(State(state): State<AppState>) -> Result<Json<PoolList>, ApiError> {
-    let mut pools = Vec::new();
-    for row in state.store.pools().await? {
-        pools.push(pool_out(&state, row).await?);
+#[utoipa::path(get, path = "/v1/pools", tag = "pools", params(ListParams),
+    responses(
+        (status = 200, description = "A page of pools, by name", body = PoolList),
+        (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`limit` out of range", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_pools(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<PoolList>, ApiError> {
+    let (rows, next) = page(
+        state.store.pools().await?,
+        |p| p.name.clone(),
+        params.limit.as_deref(),
+        params.cursor.as_deref(),
+    )?;
+    let mut items = Vec::with_capacity(rows.len());
+    for row in rows {
+        items.push(pool_out(&state, row).await?);
     }
-    Ok(Json(PoolList { pools }))
+    Ok(Json(PoolList { items, next }))
 }
 
 #[utoipa::path(get, path = "/v1/pools/{name}", tag = "pools",
@@ -184,8 +201,9 @@ pub async fn put_worker(
         .await?
         .ok_or_else(|| no_pool(&name))?;
     let catalog = snapshot(&state)?;
+    // A static pool's workers are priced from any provider that offers the type.
     if catalog
-        .offerings_of(&pool.policy.provider, &body.instance_type)
+        .offerings_for_pool(&pool.policy.provider, &body.instance_type)
         .next()
         .is_none()
     {
@@ -257,21 +275,26 @@ pub struct LiveWorker {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WorkerList {
-    pub pool: String,
-    pub workers: Vec<LiveWorker>,
+    /// Live workers, oldest first (by start, then id).
+    pub items: Vec<LiveWorker>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next: Option<String>,
 }
 
 /// Lists a pool's live workers: registered by callers, synced from its cloud group, or
 /// created by the static provider.
 #[utoipa::path(get, path = "/v1/pools/{name}/workers", tag = "pools",
-    params(("name" = String, Path, description = "Pool name")),
+    params(("name" = String, Path, description = "Pool name"), ListParams),
     responses(
-        (status = 200, description = "Live workers, oldest first", body = WorkerList),
+        (status = 200, description = "A page of live workers, oldest first", body = WorkerList),
+        (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such pool", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`limit` out of range", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_workers(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
+    ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<WorkerList>, ApiError> {
     let Some(pool) = state.store.find_pool(&name).await? else {
         return Err(no_pool(&name));
@@ -288,7 +311,13 @@ pub async fn list_workers(
         .filter(|w| w.stopped_at_ms.is_none())
         .collect();
     signals::apply(policy, &latest, &[], &mut live);
-    let mut workers: Vec<LiveWorker> = live
+    let (live, next) = page(
+        live,
+        |w| time_then(w.started_at_ms, &w.id),
+        params.limit.as_deref(),
+        params.cursor.as_deref(),
+    )?;
+    let items: Vec<LiveWorker> = live
         .into_iter()
         .map(|w| LiveWorker {
             gpu_utilization: w.utilization,
@@ -311,11 +340,7 @@ pub async fn list_workers(
             zone: w.zone,
         })
         .collect();
-    workers.sort_by(|a, b| (&a.started_at, &a.id).cmp(&(&b.started_at, &b.id)));
-    Ok(Json(WorkerList {
-        pool: name,
-        workers,
-    }))
+    Ok(Json(WorkerList { items, next }))
 }
 
 /// Marks a worker stopped. It stays in today's spend.
@@ -341,27 +366,17 @@ pub async fn delete_worker(
     }
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct EventParams {
-    /// Page size, 1 to 500 (default 100).
-    #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
-    limit: Option<String>,
-    /// The `next` value of the previous page.
-    cursor: Option<String>,
-}
-
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EventList {
-    pub events: Vec<EventOut>,
-    /// Pass as `cursor` for the next (older) page; absent on the last page.
+    /// Events, newest first.
+    pub items: Vec<EventOut>,
+    /// Pass as `cursor` for the next (older) page; null on the last page.
     pub next: Option<String>,
 }
 
 /// A pool's events, newest first: scaling changes, interruptions, replacements, capacity
 /// errors and budget alarms.
-#[utoipa::path(get, path = "/v1/pools/{name}/events", tag = "pools", params(("name" = String, Path, description = "Pool name"), EventParams),
+#[utoipa::path(get, path = "/v1/pools/{name}/events", tag = "pools", params(("name" = String, Path, description = "Pool name"), ListParams),
     responses(
         (status = 200, description = "A page of events", body = EventList),
         (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
@@ -371,7 +386,7 @@ pub struct EventList {
 pub async fn list_events(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
-    ApiQuery(params): ApiQuery<EventParams>,
+    ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<EventList>, ApiError> {
     let limit = parse_limit(params.limit.as_deref(), 100, 500)?;
     let after = params.cursor.as_deref().map(cursor::decode).transpose()?;
@@ -386,7 +401,7 @@ pub async fn list_events(
         .then(|| rows.last().map(|e| cursor::encode(e.at_ms, e.id)))
         .flatten();
     Ok(Json(EventList {
-        events: rows.into_iter().map(EventOut::from).collect(),
+        items: rows.into_iter().map(EventOut::from).collect(),
         next,
     }))
 }

@@ -202,7 +202,7 @@ async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
         "no secret in the list: {text}"
     );
     assert!(!text.contains("argon2"), "no hash in the list: {text}");
-    let keys = list["keys"].as_array().unwrap();
+    let keys = list["items"].as_array().unwrap();
     assert_eq!(keys.len(), 2, "{list}");
     assert_eq!(keys[0]["scopes"], json!(["admin"]));
     assert_eq!(keys[1]["id"], id.as_str());
@@ -223,7 +223,7 @@ async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
     assert_eq!(r.status(), 401);
     assert_problem(revoke_key(&app, &id).await, 404, "id").await;
     let list = app.get_json("/v1/keys").await;
-    assert!(list["keys"][1]["revoked_at"].is_string(), "{list}");
+    assert!(list["items"][1]["revoked_at"].is_string(), "{list}");
     // Bad input names its field.
     let r = app
         .post_json("/v1/keys", &json!({"name": "x", "scopes": []}))
@@ -306,7 +306,7 @@ async fn only_the_first_start_makes_a_key(backend: Backend) {
         "a second start writes no key"
     );
     assert_eq!(
-        second.get_json("/v1/keys").await["keys"]
+        second.get_json("/v1/keys").await["items"]
             .as_array()
             .unwrap()
             .len(),

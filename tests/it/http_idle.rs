@@ -146,7 +146,7 @@ async fn gpu_memory_below_the_threshold_is_idle_even_when_utilisation_blips(back
 
     // Each worker's GPU memory is shown where people and scrapers look.
     let workers = app.get_json("/v1/pools/by-memory/workers").await;
-    let w0 = workers["workers"]
+    let w0 = workers["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -239,7 +239,7 @@ async fn the_reconciler_waits_from_the_zero_too(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let events = app.get_json("/v1/pools/onchange/events?limit=100").await;
-    let down = events["events"]
+    let down = events["items"]
         .as_array()
         .unwrap()
         .iter()

@@ -102,8 +102,8 @@ async fn policy_defaults_are_filled_in_and_pools_round_trip(backend: Backend) {
     let r = put(&app, "/v1/pools/gpu-t4", &changed).await;
     assert_eq!(r.status(), 200);
     let list = app.get_json("/v1/pools").await;
-    assert_eq!(list["pools"].as_array().unwrap().len(), 1);
-    assert_eq!(list["pools"][0]["policy"]["max_workers"], 8);
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(list["items"][0]["policy"]["max_workers"], 8);
     let r = app
         .client
         .delete(app.url("/v1/pools/gpu-t4"))
@@ -254,15 +254,15 @@ async fn from_zero_to_what_the_queue_needs_and_asking_again_changes_nothing(back
     assert_eq!(again["desired"], 4);
     assert_eq!(again["changed"], false);
     let events = app.get_json("/v1/pools/gpu-t4/events").await;
-    let kinds: Vec<&str> = events["events"]
+    let kinds: Vec<&str> = events["items"]
         .as_array()
         .unwrap()
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, vec!["scaled"]);
-    assert_eq!(events["events"][0]["detail"]["from"], 0);
-    assert_eq!(events["events"][0]["detail"]["to"], 4);
+    assert_eq!(events["items"][0]["detail"]["from"], 0);
+    assert_eq!(events["items"][0]["detail"]["to"], 4);
     assert_problem(
         app.post_json("/decide", &json!({"pool": "nope"})).await,
         404,
@@ -417,7 +417,7 @@ async fn interruption_warning_from_eventbridge_gets_checkpoint_and_replacement(b
     // Asked again, the replacement is not logged twice.
     decide(&app, "spot").await;
     let events = app.get_json("/v1/pools/spot/events").await;
-    let kinds: Vec<&str> = events["events"]
+    let kinds: Vec<&str> = events["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -613,6 +613,27 @@ async fn fleet_metrics_and_page_show_the_pool(backend: Backend) {
     assert_problem(app.get("/fleet/nope").await, 404, "pool").await;
 }
 
+/// A static pool has no catalog of its own: a worker of any provider's type in its region
+/// is one it can hold, as its prices come from there too.
+async fn a_static_pool_takes_workers_of_types_other_providers_offer(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut policy = t4_policy();
+    policy["provider"] = json!("static");
+    create_pool(&app, "sim", &policy).await;
+    let worker = json!({"instance_type": "g4dn.12xlarge", "market": "spot"});
+    assert_eq!(
+        put(&app, "/v1/pools/sim/workers/a", &worker).await.status(),
+        201
+    );
+    let unknown = json!({"instance_type": "no-such-type", "market": "spot"});
+    assert_problem(
+        put(&app, "/v1/pools/sim/workers/b", &unknown).await,
+        422,
+        "instance_type",
+    )
+    .await;
+}
+
 async fn workers_are_validated_and_stop(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     create_pool(&app, "w", &t4_policy()).await;
@@ -691,7 +712,7 @@ async fn events_page_newest_first(backend: Backend) {
     assert_eq!(r.status(), 200);
     let first = app.get_json("/v1/pools/ev/events?limit=3").await;
     let ids = |page: &Value| {
-        page["events"]
+        page["items"]
             .as_array()
             .unwrap()
             .iter()
@@ -749,7 +770,7 @@ async fn fifty_concurrent_decisions_take_one_step(backend: Backend) {
             "{pool}"
         );
         let events = app.get_json(&format!("/v1/pools/{pool}/events")).await;
-        let scaled: Vec<&Value> = events["events"]
+        let scaled: Vec<&Value> = events["items"]
             .as_array()
             .unwrap()
             .iter()
@@ -827,7 +848,7 @@ async fn utilization_mode_and_budget_alarm(backend: Backend) {
     assert_eq!(d["budget"]["exceeded"], true);
     decide(&app, "util").await;
     let events = app.get_json("/v1/pools/util/events").await;
-    let alarms = events["events"]
+    let alarms = events["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -895,6 +916,7 @@ on_both_backends!(
     metric_batches_are_all_or_nothing_and_idempotent,
     fleet_metrics_and_page_show_the_pool,
     workers_are_validated_and_stop,
+    a_static_pool_takes_workers_of_types_other_providers_offer,
     events_page_newest_first,
     fifty_concurrent_decisions_take_one_step,
 );

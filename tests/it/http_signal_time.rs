@@ -75,7 +75,7 @@ async fn a_notice_without_at_is_stamped_on_arrival(backend: Backend) {
     assert_eq!(out["recorded"], 1, "{out}");
 
     let events = app.get_json("/v1/pools/p/events").await;
-    let warning = events["events"]
+    let warning = events["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -90,7 +90,7 @@ async fn a_notice_without_at_is_stamped_on_arrival(backend: Backend) {
 
     // The reclaim defaults to two minutes after the (defaulted) `at`, as AWS gives.
     let workers = app.get_json("/v1/pools/p/workers").await;
-    let reclaim = workers["workers"][0]["reclaim_at"]
+    let reclaim = workers["items"][0]["reclaim_at"]
         .as_str()
         .unwrap()
         .to_string();

@@ -96,7 +96,7 @@ async fn every_rpc_answers_from_the_pool_decision(backend: Backend) {
     // Recorded the same way: the fleet view and /decide agree, and the step was logged once.
     assert_eq!(app.get_json("/fleet/gpu-t4").await["desired"], 4);
     let events = app.get_json("/v1/pools/gpu-t4/events").await;
-    assert_eq!(events["events"].as_array().unwrap().len(), 1, "{events}");
+    assert_eq!(events["items"].as_array().unwrap().len(), 1, "{events}");
     let http: Value = app.get_json("/v1/keda/pools/gpu-t4").await;
     assert_eq!(http["desired_workers"], 4);
     assert_eq!(http["queue_depth"], 8.0);

@@ -15,6 +15,7 @@ mod http_decide;
 mod http_docs_page;
 mod http_idle;
 mod http_import;
+mod http_lists;
 mod http_offerings;
 mod http_pools;
 mod http_prices;

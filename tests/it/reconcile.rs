@@ -67,7 +67,7 @@ fn live_count(fleet: &Value, instance_type: &str, market: &str) -> u64 {
 
 async fn events(app: &TestApp, pool: &str) -> Value {
     app.get_json(&format!("/v1/pools/{pool}/events?limit=500"))
-        .await["events"]
+        .await["items"]
         .clone()
 }
 
@@ -208,7 +208,7 @@ async fn observe_mode_records_the_plan_and_changes_nothing(backend: Backend) {
 }
 
 async fn live_workers(app: &TestApp, pool: &str) -> Vec<Value> {
-    app.get_json(&format!("/v1/pools/{pool}/workers")).await["workers"]
+    app.get_json(&format!("/v1/pools/{pool}/workers")).await["items"]
         .as_array()
         .unwrap()
         .clone()

@@ -49,7 +49,7 @@ async fn wait_for_group(
 }
 
 async fn live_ids(app: &TestApp, pool: &str) -> Vec<String> {
-    let mut ids: Vec<String> = app.get_json(&format!("/v1/pools/{pool}/workers")).await["workers"]
+    let mut ids: Vec<String> = app.get_json(&format!("/v1/pools/{pool}/workers")).await["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -133,7 +133,7 @@ async fn aws_pool_bound_to_an_auto_scaling_group_follows_the_queue_to_three_and_
     let kept = wait_for_group(&*aws, &group, 2, &app).await;
     let gone: Vec<&String> = launched.iter().filter(|id| !kept.contains(id)).collect();
     assert_eq!(gone.len(), 1);
-    let events: Value = app.get_json("/v1/pools/asg/events?limit=200").await["events"].clone();
+    let events: Value = app.get_json("/v1/pools/asg/events?limit=200").await["items"].clone();
     let terminations: Vec<&Value> = events
         .as_array()
         .unwrap()

@@ -152,7 +152,7 @@ async fn concurrent_decisions_on_two_replicas_are_linearizable() {
         let events = a
             .get_json(&format!("/v1/pools/{pool}/events?limit=500"))
             .await;
-        let mut logged: Vec<(u64, u64)> = events["events"]
+        let mut logged: Vec<(u64, u64)> = events["items"]
             .as_array()
             .expect("events")
             .iter()
