@@ -2,6 +2,11 @@
 //! Each component keeps its derived object schema and gains, through `allOf`, an `anyOf` or
 //! `oneOf` of the alternatives, so clients (and schemathesis) see the same rule the handler
 //! enforces with a 422.
+//!
+//! The stored `Policy` gets the same shape: derived, it is `allOf` over the `oneOf` of its
+//! modes (serde's flattened, tagged `Mode`), which client generators cannot merge and drop
+//! together with every schema that uses it. Here it becomes one object holding every field
+//! (`mode` required, each mode's fields optional) with the modes' `oneOf` as its rule.
 
 use serde_json::Value;
 use utoipa::openapi::schema::{
@@ -60,9 +65,58 @@ fn policy_mode(mode_schema: ObjectBuilder, required: &[&str], foreign: &[&str]) 
     branch.into()
 }
 
+/// Rewrites the derived `Policy` (`allOf: [Mode, object]`, `Mode` a `oneOf` of tagged objects)
+/// as `allOf: [object with every field, oneOf of the modes]` and drops the `Mode` component,
+/// which nothing else uses. Left alone when the derived shape is not the expected one (the
+/// test below then fails).
+fn flatten_policy(spec: &mut OpenApi) -> Option<()> {
+    let components = spec.components.as_mut()?;
+    let policy = serde_json::to_value(components.schemas.get("Policy")?).ok()?;
+    let mode = serde_json::to_value(components.schemas.get("Mode")?).ok()?;
+    let [first, fields] = policy.get("allOf")?.as_array()?.as_slice() else {
+        return None;
+    };
+    if first.get("$ref")?.as_str()? != "#/components/schemas/Mode" {
+        return None;
+    }
+    let mut fields = fields.clone();
+    let branches = mode.get("oneOf")?.as_array()?.clone();
+    let properties = fields.get_mut("properties")?.as_object_mut()?;
+    for branch in &branches {
+        for (name, schema) in branch.get("properties")?.as_object()? {
+            if name != "mode" {
+                properties.insert(name.clone(), schema.clone());
+            }
+        }
+    }
+    properties.insert(
+        "mode".into(),
+        serde_json::json!({"$ref": "#/components/schemas/ModeName"}),
+    );
+    fields
+        .get_mut("required")?
+        .as_array_mut()?
+        .insert(0, "mode".into());
+    if let Some(description) = mode.get("description") {
+        fields
+            .as_object_mut()?
+            .insert("description".into(), description.clone());
+    }
+    let rule = serde_json::json!({
+        "oneOf": branches,
+        "description": "Each mode's fields are present in that mode only.",
+    });
+    let flattened = serde_json::json!({"allOf": [fields, rule]});
+    let schema: RefOr<Schema> = serde_json::from_value(flattened).ok()?;
+    components.schemas.insert("Policy".into(), schema);
+    components.schemas.remove("Mode");
+    Some(())
+}
+
 /// Adds the alternatives `parse_policy`, `parse_job`, the benchmark check and `/decide`
-/// enforce.
+/// enforce, and gives `Policy` a shape client generators keep.
 pub fn document(spec: &mut OpenApi) {
+    flatten_policy(spec);
     // Each mode's fields only in that mode; elastic needs its node range. Queue is the
     // default, so its branch also takes an absent or null mode.
     let queue = ObjectBuilder::new()
@@ -133,5 +187,43 @@ mod tests {
                 "{name} has no allOf rule"
             );
         }
+    }
+
+    /// Generators merge `allOf` only over objects: `Policy` must be one object with every
+    /// field, its modes a rule beside it, and no `$ref` to a `oneOf` left inside.
+    #[test]
+    fn the_stored_policy_is_one_object_with_its_modes_as_a_rule() {
+        let spec = serde_json::to_value(crate::api::openapi()).unwrap();
+        let schemas = &spec["components"]["schemas"];
+        assert!(schemas.get("Mode").is_none(), "Mode is folded into Policy");
+        let all_of = schemas["Policy"]["allOf"].as_array().expect("allOf");
+        let fields = &all_of[0];
+        assert_eq!(fields["type"], "object");
+        for field in [
+            "mode",
+            "gpus_per_job",
+            "target_utilization",
+            "min_nodes",
+            "max_workers",
+        ] {
+            assert!(fields["properties"].get(field).is_some(), "{field}");
+        }
+        let required = fields["required"].as_array().unwrap();
+        assert!(required.contains(&Value::from("mode")));
+        assert!(!required.contains(&Value::from("gpus_per_job")));
+        let modes = all_of[1]["oneOf"].as_array().expect("the modes' oneOf");
+        assert_eq!(modes.len(), 3);
+        let elastic = modes
+            .iter()
+            .find(|m| m["properties"]["mode"]["enum"] == serde_json::json!(["elastic"]))
+            .expect("an elastic branch");
+        let mut needs: Vec<&str> = elastic["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        needs.sort_unstable();
+        assert_eq!(needs, ["max_nodes", "min_nodes", "mode", "node_step"]);
     }
 }
