@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 use super::error::ApiError;
+use super::exposition::{self, Format};
 use super::offerings::snapshot;
 use crate::app::AppState;
 use crate::fleet::view::fleet;
@@ -267,10 +268,17 @@ pub async fn record_latency(State(state): State<AppState>, req: Request, next: N
     response
 }
 
-/// Prometheus metrics (OpenMetrics text).
+/// Prometheus metrics: OpenMetrics text, or the classic text format 0.0.4 when the `Accept`
+/// header prefers `text/plain`.
 #[utoipa::path(get, path = "/metrics", tag = "health",
-    responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text")))]
-pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    responses((status = 200, description = "OpenMetrics text, or the classic Prometheus text format for `Accept: text/plain;version=0.0.4`", content(
+        (String = "application/openmetrics-text"),
+        (String = "text/plain"),
+    ))))]
+pub async fn metrics(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let catalog = snapshot(&state)?;
     let view = fleet(&state.store, &catalog, now_ms(), false).await?;
     let m = &state.metrics;
@@ -297,16 +305,22 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
             m.desired
                 .get_or_create(&l)
                 .set(f64::from(p.desired.unwrap_or(p.current)));
-            m.cost_per_hour.get_or_create(&l).set(p.cost_per_hour);
-            m.spent_today.get_or_create(&l).set(p.spent_today);
+            m.cost_per_hour
+                .get_or_create(&l)
+                .set(unsigned_zero(p.cost_per_hour));
+            m.spent_today
+                .get_or_create(&l)
+                .set(unsigned_zero(p.spent_today));
             if let Some(q) = p.queue_depth {
-                m.queue_depth.get_or_create(&l).set(q);
+                m.queue_depth.get_or_create(&l).set(unsigned_zero(q));
             }
             if let Some(u) = p.gpu_utilization {
-                m.gpu_utilization.get_or_create(&l).set(u);
+                m.gpu_utilization.get_or_create(&l).set(unsigned_zero(u));
             }
             if let Some(b) = &p.budget {
-                m.daily_budget.get_or_create(&l).set(b.daily_budget);
+                m.daily_budget
+                    .get_or_create(&l)
+                    .set(unsigned_zero(b.daily_budget));
             }
             for w in &p.worker_signals {
                 if let Some(gib) = w.gpu_memory_used_gib {
@@ -314,16 +328,31 @@ pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError
                         pool: p.name.clone(),
                         worker: w.id.clone(),
                     };
-                    m.worker_gpu_memory.get_or_create(&l).set(gib);
+                    m.worker_gpu_memory
+                        .get_or_create(&l)
+                        .set(unsigned_zero(gib));
                 }
             }
         }
         encode(&mut text, &m.registry).map_err(ApiError::internal)?;
     }
+    let format = exposition::negotiate(&headers);
+    if format == Format::Classic {
+        text = exposition::to_classic(&text);
+    }
     let mut response = text.into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        HeaderValue::from_static(format.content_type()),
     );
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("accept"));
     Ok(response)
+}
+
+/// `x` with a negative zero made positive: a sum of costs or a sample of `-0` would otherwise
+/// be exposed as `-0.0`, which reads like a refund.
+pub fn unsigned_zero(x: f64) -> f64 {
+    x + 0.0
 }

@@ -9,6 +9,7 @@ mod cursor;
 pub mod decide;
 mod docs_page;
 pub mod error;
+pub mod exposition;
 pub mod extract;
 pub mod fleet;
 pub mod health;
