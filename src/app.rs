@@ -323,6 +323,7 @@ pub fn start_reconciler_named(
             catalog_refresh: (serve.catalog_refresh_interval_sec > 0)
                 .then(|| std::time::Duration::from_secs(serve.catalog_refresh_interval_sec)),
         },
+        repeats: Arc::default(),
     };
     let dirty = state.dirty.subscribe();
     let activity = state.activity.subscribe();

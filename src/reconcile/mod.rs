@@ -7,6 +7,7 @@
 
 pub mod leader;
 pub mod pass;
+pub mod repeats;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::snapshot::CatalogCache;
 use crate::store::Store;
 use crate::timefmt::now_ms;
 use pass::{PassContext, PassOutcome, reconcile_pool};
+use repeats::{Occurrence, Repeats};
 
 /// How the reconciler runs.
 #[derive(Debug, Clone)]
@@ -42,6 +44,8 @@ pub struct Reconciler {
     pub metrics: Arc<Metrics>,
     pub providers: Providers,
     pub settings: ReconcileSettings,
+    /// Warnings that recur every pass, logged once and then counted.
+    pub repeats: Arc<Repeats>,
 }
 
 impl Reconciler {
@@ -135,9 +139,21 @@ impl Reconciler {
                         prices = report.prices_appended, "catalog refreshed from the provider"
                     );
                     self.catalog.refresh_after_write(&self.store).await;
+                    self.recovered(&format!("refresh {provider_name} {region}"));
                 }
                 Err(e) => {
-                    tracing::warn!(provider = %provider_name, region = %region, error = %e, "catalog refresh failed");
+                    let key = format!("refresh {provider_name} {region}");
+                    match self.repeats.note(&key, &e.to_string(), now_ms()) {
+                        Occurrence::First => tracing::warn!(
+                            provider = %provider_name, region = %region, error = %e,
+                            "catalog refresh failed; logged again hourly while it repeats"
+                        ),
+                        Occurrence::Remind { repeats } => tracing::warn!(
+                            provider = %provider_name, region = %region, error = %e, repeats,
+                            "catalog refresh still failing"
+                        ),
+                        Occurrence::Quiet => {}
+                    }
                 }
             }
         }
@@ -172,7 +188,19 @@ impl Reconciler {
             Ok(Some(b)) => b,
             Ok(None) => return,
             Err(e) => {
-                tracing::warn!(pool = %pool.name, error = %e, "reconciler: pool cannot be driven");
+                let key = format!("pool {}", pool.name);
+                match self.repeats.note(&key, &e.to_string(), now_ms()) {
+                    Occurrence::First => tracing::warn!(
+                        pool = %pool.name, error = %e,
+                        "reconciler: pool cannot be driven; logged again hourly while it repeats \
+                         (counted in trainscaler_reconciles_total{{outcome=\"failed\"}})"
+                    ),
+                    Occurrence::Remind { repeats } => tracing::warn!(
+                        pool = %pool.name, error = %e, repeats,
+                        "reconciler: pool still cannot be driven"
+                    ),
+                    Occurrence::Quiet => {}
+                }
                 self.count("failed");
                 return;
             }
@@ -191,10 +219,23 @@ impl Reconciler {
         };
         match reconcile_pool(&cx, pool, &provider, &group).await {
             Ok(outcome) => {
+                let key = format!("pool {}", pool.name);
                 if let PassOutcome::Failed(why) = &outcome {
-                    tracing::warn!(pool = %pool.name, error = %why, "reconcile failed");
-                } else if let PassOutcome::Changed(calls) = outcome {
-                    tracing::info!(pool = %pool.name, calls, "reconciled");
+                    match self.repeats.note(&key, why, now_ms()) {
+                        Occurrence::First => tracing::warn!(
+                            pool = %pool.name, error = %why,
+                            "reconcile failed; logged again hourly while it repeats"
+                        ),
+                        Occurrence::Remind { repeats } => tracing::warn!(
+                            pool = %pool.name, error = %why, repeats, "reconcile still failing"
+                        ),
+                        Occurrence::Quiet => {}
+                    }
+                } else {
+                    self.recovered(&key);
+                    if let PassOutcome::Changed(calls) = outcome {
+                        tracing::info!(pool = %pool.name, calls, "reconciled");
+                    }
                 }
                 self.count(outcome.label());
             }
@@ -202,6 +243,13 @@ impl Reconciler {
                 tracing::warn!(pool = %pool.name, error = %e, "reconcile: store error");
                 self.count("failed");
             }
+        }
+    }
+
+    /// Logs the end of a repeating warning, with how often it occurred.
+    fn recovered(&self, key: &str) {
+        if let Some(times) = self.repeats.clear(key) {
+            tracing::info!(about = key, times, "the repeated warning stopped");
         }
     }
 

@@ -24,6 +24,7 @@ mod http_signal_time;
 mod http_surface;
 mod idempotency;
 mod keda_grpc;
+mod logs;
 mod moto;
 mod mutation;
 mod openapi_drift;
