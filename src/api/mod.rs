@@ -21,6 +21,7 @@ mod list;
 pub mod metrics;
 pub mod offerings;
 pub mod page;
+mod page_events;
 pub mod policy_in;
 pub mod pools;
 pub mod prices;

@@ -13,13 +13,13 @@ use time::OffsetDateTime;
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
 
-use crate::fleet::view::{EventOut, FleetView, HISTORY_MS, PoolView, WorkerGroup, WorkerSignals};
+use super::page_events::events_table;
+use crate::fleet::view::{
+    FleetTotals, FleetView, HISTORY_MS, PoolView, WorkerGroup, WorkerSignals,
+};
 
 /// Seconds between automatic reloads of the page.
 const REFRESH_SECONDS: u32 = 30;
-
-/// Longest event detail shown inline; the full detail is in the JSON API.
-const DETAIL_CHARS: usize = 120;
 
 /// Change points listed in the text alternative of the chart.
 const HISTORY_ROWS: usize = 12;
@@ -42,7 +42,7 @@ table{border-collapse:collapse;margin:.3rem 0;font-variant-numeric:tabular-nums}
 caption{text-align:left;font-weight:600;padding:.2rem 0}\
 th,td{border-bottom:1px solid var(--line);padding:.2rem .6rem;text-align:left;vertical-align:top}\
 td.n,th.n{text-align:right}\
-.exceeded{color:var(--bad);font-weight:700}\
+.exceeded,strong.warned{color:var(--bad);font-weight:700}tr.warned td{background:var(--card)}\
 code{font-size:.9em}\
 svg{width:100%;max-width:48rem;height:auto}\
 svg text{fill:var(--muted);font-size:11px;font-family:system-ui,sans-serif}\
@@ -83,17 +83,8 @@ pub fn render(view: &FleetView) -> String {
          <a href=\"/docs\">API docs</a>.</p>\n",
         at = escape(&view.generated_at)
     ));
-    let t = &view.totals;
-    out.push_str("<dl class=\"kv\" aria-label=\"Fleet totals\">\n");
-    kv(&mut out, "Pools", &t.pools.to_string());
-    kv(
-        &mut out,
-        "Workers current / desired",
-        &format!("{} / {}", t.workers, t.desired),
-    );
-    kv(&mut out, "Cost per hour", &dollars(t.cost_per_hour));
-    kv(&mut out, "Spent today (UTC)", &dollars(t.spent_today));
-    out.push_str("</dl>\n</header>\n<main>\n");
+    summary(&mut out, &view.totals);
+    out.push_str("</header>\n<main>\n");
 
     if view.pools.is_empty() {
         empty_fleet(&mut out);
@@ -105,6 +96,48 @@ pub fn render(view: &FleetView) -> String {
     }
     out.push_str("</main>\n</body>\n</html>\n");
     out
+}
+
+/// The fleet at a glance: pools, workers by market, cost, spend against the budgets, and the
+/// workers the clouds are taking back.
+fn summary(out: &mut String, t: &FleetTotals) {
+    out.push_str("<dl class=\"kv\" id=\"summary\" aria-label=\"Fleet summary\">\n");
+    kv(out, "Pools", &t.pools.to_string());
+    kv(
+        out,
+        "Workers current / desired",
+        &format!("{} / {}", t.workers, t.desired),
+    );
+    kv(
+        out,
+        "Workers by market",
+        &format!(
+            "{} on-demand &middot; {} spot",
+            t.on_demand_workers, t.spot_workers
+        ),
+    );
+    kv(out, "Cost per hour", &dollars(t.cost_per_hour));
+    kv(out, "Spent today (UTC)", &dollars(t.spent_today));
+    let budgets = match t.daily_budgets {
+        None => "<span class=\"muted\">no pool has a budget</span>".to_owned(),
+        Some(b) if t.spent_today_budgeted > b => format!(
+            "<strong class=\"exceeded\">EXCEEDED</strong>: {} of {}",
+            dollars(t.spent_today_budgeted),
+            dollars(b)
+        ),
+        Some(b) => format!("{} of {}", dollars(t.spent_today_budgeted), dollars(b)),
+    };
+    kv(out, "Spent today against budgets", &budgets);
+    let warned = if t.warned_workers == 0 {
+        "none".to_owned()
+    } else {
+        format!(
+            "<strong class=\"warned\">{}</strong>, {} being replaced",
+            t.warned_workers, t.replacements
+        )
+    };
+    kv(out, "Workers warned by the cloud", &warned);
+    out.push_str("</dl>\n");
 }
 
 fn kv(out: &mut String, label: &str, value_html: &str) {
@@ -175,17 +208,25 @@ fn pool_section(out: &mut String, index: usize, p: &PoolView) {
     kv(
         out,
         "Mean GPU utilisation",
-        &p.gpu_utilization
-            .map_or_else(no_signal, |u| format!("{:.0}%", u * 100.0)),
+        &p.gpu_utilization.map_or_else(no_signal, percent),
     );
     kv(out, "Cost per hour", &dollars(p.cost_per_hour));
     kv(out, "Spent today (UTC)", &dollars(p.spent_today));
     kv(out, "Daily budget", &budget_text(p));
     out.push_str("</dl>\n");
 
+    let since = match p.history.first() {
+        Some(&(t0, _, _)) if t0 > p.created_at_ms || p.created_at_ms <= 0 => {
+            format!("last {} hours", HISTORY_MS / 3_600_000)
+        }
+        Some(_) => format!(
+            "since the pool was created at <time datetime=\"{0}\">{0}</time>",
+            escape(&p.created_at)
+        ),
+        None => format!("last {} hours", HISTORY_MS / 3_600_000),
+    };
     out.push_str(&format!(
-        "<h3 id=\"pool-{index}-chart\">Desired and current, last {} hours</h3>\n",
-        HISTORY_MS / 3_600_000
+        "<h3 id=\"pool-{index}-chart\">Desired and current, {since}</h3>\n"
     ));
     out.push_str(&chart(index, &p.name, &p.history));
 
@@ -218,32 +259,85 @@ fn workers_table(out: &mut String, workers: &[WorkerGroup]) {
     out.push_str("</tbody>\n</table>\n");
 }
 
-/// Each worker's GPU utilisation and memory, and whether memory marks it idle.
+/// Each live worker: GPU utilisation and memory (and whether memory marks it idle), and its
+/// state in words: booting, warned by the cloud, being replaced.
 fn worker_signals_table(out: &mut String, workers: &[WorkerSignals]) {
     if workers.is_empty() {
         return;
     }
     out.push_str(
-        "<h4>GPU signals per worker</h4>\n<table>\n<thead><tr><th scope=\"col\">Worker</th>\
+        "<h4>Each worker</h4>\n<table>\n<thead><tr><th scope=\"col\">Worker</th>\
          <th scope=\"col\">Instance type</th><th scope=\"col\">Market</th>\
          <th scope=\"col\" class=\"n\">GPU utilisation</th>\
-         <th scope=\"col\" class=\"n\">GPU memory used</th></tr></thead>\n<tbody>\n",
+         <th scope=\"col\" class=\"n\">GPU memory used</th><th scope=\"col\">State</th>\
+         </tr></thead>\n<tbody>\n",
     );
     for w in workers {
         let memory = w.gpu_memory_used_gib.map_or_else(no_signal, |m| {
             let idle = if w.idle_by_memory { " (idle)" } else { "" };
-            format!("{m:.1} GiB{idle}")
+            format!("{:.1} GiB{idle}", tidy(m))
         });
+        let class = if w.warning.is_some() {
+            " class=\"warned\""
+        } else {
+            ""
+        };
         out.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{memory}</td></tr>\n",
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{memory}</td><td>{}</td></tr>\n",
             escape(&w.id),
             escape(&w.instance_type),
             w.market.as_str(),
-            w.gpu_utilization
-                .map_or_else(no_signal, |u| format!("{:.0}%", u * 100.0)),
+            w.gpu_utilization.map_or_else(no_signal, percent),
+            worker_state(w),
         ));
     }
     out.push_str("</tbody>\n</table>\n");
+}
+
+/// A worker's state in words (and not in colour alone).
+fn worker_state(w: &WorkerSignals) -> String {
+    let mut parts = Vec::new();
+    if w.booting {
+        parts.push(format!(
+            "booting, ready at <time datetime=\"{0}\">{1}</time>",
+            escape(&w.started_at),
+            escape(clock(&w.started_at))
+        ));
+    }
+    if let Some(kind) = &w.warning {
+        let what = if kind == "interruption_warning" {
+            "interruption warning"
+        } else {
+            "rebalance recommendation"
+        };
+        let mut text = format!("<strong class=\"warned\">&#9888; {what}</strong>");
+        if let Some(at) = &w.reclaim_at {
+            text.push_str(&format!(
+                ", reclaimed at <time datetime=\"{0}\">{1}</time>",
+                escape(at),
+                escape(clock(at))
+            ));
+        }
+        parts.push(text);
+        match &w.replacement {
+            Some(r) => parts.push(format!(
+                "<strong>replacement under way</strong>: {} {}",
+                r.get("instance_type").map(scalar).unwrap_or_default(),
+                r.get("market").map(scalar).unwrap_or_default()
+            )),
+            None => parts.push("no replacement yet".to_owned()),
+        }
+    }
+    if parts.is_empty() {
+        "running".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// `HH:MM:SS` of an RFC 3339 time (the date is the page's own), or the text as it is.
+fn clock(rfc3339: &str) -> &str {
+    rfc3339.get(11..19).unwrap_or(rfc3339)
 }
 
 /// The stored decision is free-form JSON written by older and newer versions alike, so every
@@ -342,54 +436,8 @@ fn action_text(a: &Value) -> String {
     }
 }
 
-fn events_table(out: &mut String, events: &[EventOut]) {
-    out.push_str("<h3>Recent events</h3>\n");
-    if events.is_empty() {
-        out.push_str("<p class=\"muted\">No events.</p>\n");
-        return;
-    }
-    out.push_str(
-        "<table>\n<thead><tr><th scope=\"col\">At</th><th scope=\"col\">Kind</th>\
-         <th scope=\"col\">Worker</th><th scope=\"col\">Instance type</th>\
-         <th scope=\"col\">Detail</th></tr></thead>\n<tbody>\n",
-    );
-    let opt = |s: &Option<String>| s.as_deref().map(escape).unwrap_or_default();
-    for e in events {
-        out.push_str(&format!(
-            "<tr><td><time datetime=\"{at}\">{at}</time></td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td></tr>\n",
-            escape(&e.kind),
-            opt(&e.worker),
-            opt(&e.instance_type),
-            event_detail(&e.detail),
-            at = escape(&e.at),
-        ));
-    }
-    out.push_str("</tbody>\n</table>\n");
-}
-
-/// A short, escaped line for an event's detail: `from → to` for scaling, otherwise the JSON
-/// cut to a readable length.
-fn event_detail(detail: &Value) -> String {
-    if let (Some(from), Some(to)) = (detail.get("from"), detail.get("to")) {
-        return format!("{} &rarr; {}", scalar(from), scalar(to));
-    }
-    match detail {
-        Value::Null => String::new(),
-        Value::Object(o) if o.is_empty() => String::new(),
-        other => {
-            let text = other.to_string();
-            let mut cut: String = text.chars().take(DETAIL_CHARS).collect();
-            if cut.len() < text.len() {
-                cut.push('…');
-            }
-            escape(&cut)
-        }
-    }
-}
-
 /// A JSON value as escaped text: strings without quotes, arrays joined, objects as JSON.
-fn scalar(v: &Value) -> String {
+pub(super) fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => escape(s),
         Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(" "),
@@ -398,8 +446,17 @@ fn scalar(v: &Value) -> String {
     }
 }
 
+/// `x`, or 0 when it would print as zero with a sign (`-0.00` reads like a refund).
+pub(super) fn tidy(x: f64) -> f64 {
+    if x.abs() < 0.005 { 0.0 } else { x }
+}
+
 fn dollars(x: f64) -> String {
-    format!("${x:.2}")
+    format!("${:.2}", tidy(x))
+}
+
+fn percent(fraction: f64) -> String {
+    format!("{:.0}%", tidy(fraction * 100.0))
 }
 
 fn desired_text(desired: Option<u32>) -> String {
@@ -413,8 +470,8 @@ fn no_signal() -> String {
 fn signal(v: Option<f64>) -> String {
     match v {
         // Counts arrive as floats; show whole numbers without a trailing `.0`.
-        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
-        Some(x) => format!("{x:.1}"),
+        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{:.0}", tidy(x)),
+        Some(x) => format!("{:.1}", tidy(x)),
         None => no_signal(),
     }
 }
@@ -494,23 +551,17 @@ fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> String {
     let (Some(first), Some(last)) = (history.first(), history.last()) else {
         return "<p class=\"muted\">No history for this window.</p>\n".to_owned();
     };
-    // One point says what holds now; draw it across the whole window.
+    // One point says what holds now and nothing about before: a line of one instant, on an
+    // axis of one minute, rather than a history made up.
     let widened;
     let series: &[(i64, u32, u32)] = if history.len() == 1 {
-        widened = [
-            (first.0.saturating_sub(HISTORY_MS), first.1, first.2),
-            *first,
-        ];
+        widened = [*first, *first];
         &widened
     } else {
         history
     };
-    let t1 = last.0;
-    let t0 = if series[0].0 < t1 {
-        series[0].0
-    } else {
-        t1.saturating_sub(HISTORY_MS)
-    };
+    let t0 = series[0].0;
+    let t1 = last.0.max(t0.saturating_add(60_000));
     let span = t1.saturating_sub(t0).max(1);
     let plot_w = W - LEFT - RIGHT;
     let plot_h = H - TOP - BOTTOM;
@@ -661,7 +712,7 @@ mod tests {
 
     use super::*;
     use crate::core::catalog::Market;
-    use crate::fleet::view::{BudgetView, FleetTotals};
+    use crate::fleet::view::{BudgetView, EventOut, FleetTotals};
 
     /// 2026-01-21T12:00:00Z.
     const NOW: i64 = 1_768_996_800_000;
@@ -669,6 +720,8 @@ mod tests {
     fn pool(name: &str) -> PoolView {
         PoolView {
             name: name.to_owned(),
+            created_at: "2026-01-20T00:00:00Z".to_owned(),
+            created_at_ms: NOW - 36 * 3_600_000,
             provider: "aws".to_owned(),
             region: "us-east-1".to_owned(),
             mode: "queue",
@@ -689,6 +742,12 @@ mod tests {
                 id: "i-0<b>".to_owned(),
                 instance_type: "g5.xlarge".to_owned(),
                 market: Market::Spot,
+                zone: Some("us-east-1a".to_owned()),
+                started_at: "2026-01-21T10:00:00Z".to_owned(),
+                booting: false,
+                warning: None,
+                reclaim_at: None,
+                replacement: None,
                 gpu_utilization: Some(0.05),
                 gpu_memory_used_gib: Some(0.7),
                 idle_by_memory: true,
@@ -709,9 +768,15 @@ mod tests {
             totals: FleetTotals {
                 pools: u32::try_from(pools.len()).unwrap_or(u32::MAX),
                 workers: pools.iter().map(|p| p.current).sum(),
+                on_demand_workers: 0,
+                spot_workers: pools.iter().map(|p| p.current).sum(),
                 desired: pools.iter().map(|p| p.desired.unwrap_or(p.current)).sum(),
                 cost_per_hour: pools.iter().map(|p| p.cost_per_hour).sum(),
                 spent_today: pools.iter().map(|p| p.spent_today).sum(),
+                daily_budgets: None,
+                spent_today_budgeted: 0.0,
+                warned_workers: 0,
+                replacements: 0,
             },
             pools,
         }
@@ -885,21 +950,88 @@ mod tests {
         assert!(html.contains("<td>g5.xlarge</td><td>spot</td><td>us-east-1a</td>"));
         assert!(html.contains(
             "<td>i-0&lt;b&gt;</td><td>g5.xlarge</td><td>spot</td><td class=\"n\">5%</td>\
-             <td class=\"n\">0.7 GiB (idle)</td>"
+             <td class=\"n\">0.7 GiB (idle)</td><td>running</td>"
         ));
     }
 
     #[test]
-    fn long_event_details_are_cut_on_char_boundaries() {
-        let detail = json!({"message": "é".repeat(500)});
-        let text = event_detail(&detail);
-        assert!(text.ends_with('…'));
-        // Escaping lengthens the quotes; the cut itself is on characters.
-        assert_eq!(
-            text.replace("&quot;", "\"").chars().count(),
-            DETAIL_CHARS + 1
+    fn warned_workers_and_their_replacements_are_marked_in_words() {
+        let mut p = pool("spot");
+        let w = &mut p.worker_signals[0];
+        w.warning = Some("interruption_warning".to_owned());
+        w.reclaim_at = Some("2026-01-21T12:02:00Z".to_owned());
+        w.replacement = Some(json!({"instance_type": "g5.2xlarge", "market": "on_demand"}));
+        let mut booting = w.clone();
+        booting.id = "i-new".to_owned();
+        booting.warning = None;
+        booting.replacement = None;
+        booting.booting = true;
+        booting.started_at = "2026-01-21T12:00:30Z".to_owned();
+        p.worker_signals.push(booting);
+        let mut view = fleet(vec![p]);
+        view.totals.warned_workers = 1;
+        view.totals.replacements = 1;
+        let html = render(&view);
+        assert!(
+            html.contains("<tr class=\"warned\"><td>i-0&lt;b&gt;</td>"),
+            "{html}"
         );
-        assert_eq!(event_detail(&json!({"from": 1, "to": 3})), "1 &rarr; 3");
+        assert!(html.contains(
+            "&#9888; interruption warning</strong>, reclaimed at \
+             <time datetime=\"2026-01-21T12:02:00Z\">12:02:00</time>; \
+             <strong>replacement under way</strong>: g5.2xlarge on_demand"
+        ));
+        assert!(
+            html.contains(
+                "booting, ready at <time datetime=\"2026-01-21T12:00:30Z\">12:00:30</time>"
+            )
+        );
+        assert!(html.contains("<strong class=\"warned\">1</strong>, 1 being replaced"));
+    }
+
+    #[test]
+    fn the_summary_counts_markets_and_spend_against_budgets() {
+        let mut view = fleet(vec![pool("a")]);
+        view.totals.on_demand_workers = 1;
+        view.totals.spot_workers = 2;
+        view.totals.daily_budgets = Some(50.0);
+        view.totals.spent_today_budgeted = 12.5;
+        let html = render(&view);
+        assert!(html.contains("1 on-demand &middot; 2 spot"));
+        assert!(html.contains("<dt>Spent today against budgets</dt><dd>$12.50 of $50.00</dd>"));
+        view.totals.daily_budgets = None;
+        assert!(render(&view).contains("no pool has a budget"));
+    }
+
+    #[test]
+    fn history_starts_when_the_pool_was_created() {
+        let mut p = pool("young");
+        p.created_at = "2026-01-21T11:30:00Z".to_owned();
+        p.created_at_ms = NOW - 30 * 60_000;
+        p.history = vec![
+            (NOW - 30 * 60_000, 0, 0),
+            (NOW - 20 * 60_000, 2, 2),
+            (NOW, 2, 2),
+        ];
+        let html = render(&fleet(vec![p]));
+        assert!(html.contains("since the pool was created at"), "{html}");
+        // The axis runs from 11:30 to 12:00, five-minute ticks; nothing from six hours ago.
+        assert!(html.contains(">11:30</text>") && html.contains(">12:00</text>"));
+        assert!(!html.contains(">06:00</text>") && !html.contains(">11:25</text>"));
+    }
+
+    #[test]
+    fn negative_zero_never_shows() {
+        let mut p = pool("z");
+        p.cost_per_hour = -0.0;
+        p.spent_today = -0.001;
+        p.gpu_utilization = Some(-0.0);
+        p.queue_depth = Some(-0.0);
+        let html = render(&fleet(vec![p]));
+        for signed in ["$-", "-0%", ">-0<", "-0.0"] {
+            assert!(!html.contains(signed), "{signed}: a negative zero is shown");
+        }
+        assert!(html.contains("$0.00"));
     }
 
     #[test]

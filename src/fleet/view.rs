@@ -19,6 +19,8 @@ use crate::store::{EventPage, EventRow, PoolRow, Store, StoreResult};
 /// How far back the desired-vs-current history reaches.
 pub const HISTORY_MS: i64 = 6 * 3_600_000;
 const RECENT_EVENTS: usize = 5;
+/// Events looked through for the replacement of a warned worker.
+const REPLACEMENT_SCAN: usize = 200;
 
 /// One logged event.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -58,12 +60,24 @@ pub struct WorkerGroup {
     pub count: u32,
 }
 
-/// One live worker's fresh GPU signals.
+/// One live worker: its fresh GPU signals, a cloud warning and the replacement under way.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct WorkerSignals {
     pub id: String,
     pub instance_type: String,
     pub market: Market,
+    pub zone: Option<String>,
+    pub started_at: String,
+    /// Still booting: its start is in the future (a launch that is not ready yet).
+    pub booting: bool,
+    /// `interruption_warning` or `rebalance_recommendation`, when the cloud sent one.
+    pub warning: Option<String>,
+    /// When the cloud will reclaim it, if it said.
+    pub reclaim_at: Option<String>,
+    /// The replacement the last decision launched for it (`instance_type` and `market`),
+    /// while it is still live.
+    #[schema(value_type = Option<Object>)]
+    pub replacement: Option<serde_json::Value>,
     /// GPU busy fraction (0..1), when fresh.
     pub gpu_utilization: Option<f64>,
     /// GPU memory in use on its fullest GPU (GiB), when fresh.
@@ -84,6 +98,9 @@ pub struct BudgetView {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct PoolView {
     pub name: String,
+    pub created_at: String,
+    #[serde(skip)]
+    pub created_at_ms: i64,
     pub provider: String,
     pub region: String,
     pub mode: &'static str,
@@ -118,9 +135,19 @@ pub struct PoolView {
 pub struct FleetTotals {
     pub pools: u32,
     pub workers: u32,
+    pub on_demand_workers: u32,
+    pub spot_workers: u32,
     pub desired: u32,
     pub cost_per_hour: f64,
     pub spent_today: f64,
+    /// The sum of the daily budgets of the pools that have one; null when none has.
+    pub daily_budgets: Option<f64>,
+    /// What the pools with a budget spent today.
+    pub spent_today_budgeted: f64,
+    /// Live workers with a cloud interruption warning or rebalance recommendation.
+    pub warned_workers: u32,
+    /// Warned workers whose replacement has been launched.
+    pub replacements: u32,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -141,12 +168,21 @@ pub async fn fleet(
     for row in store.pools().await? {
         pools.push(pool_view(store, catalog, row, now_ms, history).await?);
     }
+    let live = || pools.iter().flat_map(|p| &p.worker_signals);
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let budgeted = || pools.iter().filter_map(|p| p.budget.as_ref());
     let totals = FleetTotals {
-        pools: u32::try_from(pools.len()).unwrap_or(u32::MAX),
+        pools: count(pools.len()),
         workers: pools.iter().map(|p| p.current).sum(),
+        on_demand_workers: count(live().filter(|w| w.market == Market::OnDemand).count()),
+        spot_workers: count(live().filter(|w| w.market == Market::Spot).count()),
         desired: pools.iter().map(|p| p.desired.unwrap_or(p.current)).sum(),
         cost_per_hour: round_cents(pools.iter().map(|p| p.cost_per_hour).sum()),
         spent_today: round_cents(pools.iter().map(|p| p.spent_today).sum()),
+        daily_budgets: budgeted().map(|b| b.daily_budget).reduce(|a, b| a + b),
+        spent_today_budgeted: round_cents(budgeted().map(|b| b.spent_today).sum()),
+        warned_workers: count(live().filter(|w| w.warning.is_some()).count()),
+        replacements: count(live().filter(|w| w.replacement.is_some()).count()),
     };
     Ok(FleetView {
         generated_at: rfc3339(now_ms),
@@ -197,12 +233,16 @@ pub async fn pool_view(
             )
         })
         .sum();
-    let recent = store
+    let mut recent = store
         .events(
             &row.name,
             EventPage {
                 after: None,
-                limit: RECENT_EVENTS,
+                limit: if live.iter().any(|w| w.warning.is_some()) {
+                    REPLACEMENT_SCAN
+                } else {
+                    RECENT_EVENTS
+                },
             },
         )
         .await?;
@@ -243,6 +283,15 @@ pub async fn pool_view(
                 id: w.id.clone(),
                 instance_type: w.instance_type.clone(),
                 market: w.market,
+                zone: w.zone.clone(),
+                started_at: rfc3339(w.started_at_ms),
+                booting: w.started_at_ms > now_ms,
+                warning: w.warning.as_ref().map(|x| x.kind.as_str().to_string()),
+                reclaim_at: w.warning.as_ref().and_then(|x| x.action_at_ms).map(rfc3339),
+                replacement: w
+                    .warning
+                    .as_ref()
+                    .and_then(|x| replacement_for(&recent, &w.id, x.at_ms)),
                 gpu_utilization: w.utilization,
                 gpu_memory_used_gib: w.gpu_memory_gib,
                 idle_by_memory: idle_by_memory(p, w.gpu_memory_gib),
@@ -257,10 +306,31 @@ pub async fn pool_view(
         }),
         last_decision: row.last_decision.clone(),
         last_decision_at: row.last_decision_at_ms.map(rfc3339),
-        recent_events: recent.into_iter().map(EventOut::from).collect(),
+        recent_events: {
+            recent.truncate(RECENT_EVENTS);
+            recent.into_iter().map(EventOut::from).collect()
+        },
         history,
+        created_at: rfc3339(row.created_at_ms),
+        created_at_ms: row.created_at_ms,
         name: row.name,
     })
+}
+
+/// The replacement launched for `worker` since its warning at `warned_at_ms`, from the
+/// `replacement` events (newest first): its instance type and market.
+fn replacement_for(
+    events: &[EventRow],
+    worker: &str,
+    warned_at_ms: i64,
+) -> Option<serde_json::Value> {
+    let e = events.iter().find(|e| {
+        e.kind == "replacement" && e.worker.as_deref() == Some(worker) && e.at_ms >= warned_at_ms
+    })?;
+    Some(serde_json::json!({
+        "instance_type": e.detail.get("instance_type")?,
+        "market": e.detail.get("market")?,
+    }))
 }
 
 /// Step series of desired (from `scaled` events) and current (from worker starts and stops).
@@ -270,7 +340,8 @@ async fn desired_vs_current(
     workers: &[Worker],
     now_ms: i64,
 ) -> StoreResult<Vec<(i64, u32, u32)>> {
-    let start = now_ms - HISTORY_MS;
+    // From the pool's creation when that is within the window: nothing before it is known.
+    let start = (now_ms - HISTORY_MS).max(row.created_at_ms.min(now_ms));
     let mut changes: Vec<(i64, Option<u32>, i32)> = Vec::new();
     let mut after = None;
     let mut oldest_from = None;
@@ -297,8 +368,10 @@ async fn desired_vs_current(
         }
     }
     for w in workers {
+        // A worker still booting is live (counted in `current`) from now on; its start in
+        // the future would draw the line past the chart's end and back.
         if w.started_at_ms > start {
-            changes.push((w.started_at_ms, None, 1));
+            changes.push((w.started_at_ms.min(now_ms), None, 1));
         }
         if let Some(s) = w.stopped_at_ms.filter(|s| *s > start) {
             changes.push((s, None, -1));

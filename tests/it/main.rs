@@ -10,6 +10,7 @@ mod catalog_csv_fuzz;
 mod cli;
 mod cloud_events_fuzz;
 mod common;
+mod fleet_browser;
 mod http_benchmarks;
 mod http_decide;
 mod http_docs_page;
