@@ -5,6 +5,12 @@
 //! policy in the same colour in every panel, with the legend in a strip of its own above them
 //! so it never hides a line. Only plotters' SVG backend is used: it writes `<text>` elements
 //! and leaves fonts to whatever shows the file, so no font files are needed to draw.
+//!
+//! Two things keep it readable whatever the policies do. When some policies cost many times
+//! what the others do (a fixed on-demand fleet beside autoscaled ones), the costly ones get
+//! a cost panel of their own, so the others' lines are not flattened against the axis. And
+//! lines are drawn widest first, each narrower than the one before, so two policies that did
+//! exactly the same show as a line inside a wider one rather than one hiding the other.
 
 use std::ops::Range;
 
@@ -89,6 +95,15 @@ const COLOURS: [RGBColor; 7] = [
     RGBColor(240, 228, 66),
 ];
 
+/// A cost panel of its own for the policies above a gap of at least this ratio between one
+/// policy's final cost and the next cheaper one's.
+const SPLIT_RATIO: f64 = 5.0;
+/// The narrowest line (the last policy's); each earlier policy's is this much wider.
+const LINE_WIDTH: u32 = 2;
+const LINE_WIDTH_STEP: u32 = 2;
+/// The widest line, however many policies.
+const MAX_LINE_WIDTH: u32 = 10;
+
 const HOUR_MS: f64 = 3_600_000.0;
 const DAY_MS: f64 = 24.0 * HOUR_MS;
 
@@ -127,7 +142,9 @@ pub fn render_svg(
     let legend_height = legend_rows
         .saturating_mul(LEGEND_ROW)
         .saturating_add(MARGIN);
-    let min_height = legend_height.saturating_add(TITLE_BAND + 3 * MIN_PANEL_HEIGHT);
+    let costly = costly_runs(runs);
+    let panels = if costly.is_some() { 4 } else { 3 };
+    let min_height = legend_height.saturating_add(TITLE_BAND + panels * MIN_PANEL_HEIGHT);
     if width < MIN_WIDTH || height < min_height || width > MAX_SIDE || height > MAX_SIDE {
         return Err(ChartError::BadSize {
             width,
@@ -142,7 +159,7 @@ pub fn render_svg(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        draw(&root, runs, &axis, legend_height)?;
+        draw(&root, runs, &axis, legend_height, costly.as_deref())?;
         root.present().map_err(draw_error)?;
     }
     Ok(svg)
@@ -188,11 +205,55 @@ impl TimeAxis {
     }
 }
 
+/// Which runs cost so much more than the others that they need a cost panel of their own:
+/// those above the widest ratio (at least [`SPLIT_RATIO`]) between consecutive final costs,
+/// largest first. `None` when no such gap exists.
+fn costly_runs(runs: &[(&str, &Timeline)]) -> Option<Vec<bool>> {
+    let finals: Vec<f64> = runs
+        .iter()
+        .map(|(_, t)| {
+            t.cost
+                .iter()
+                .copied()
+                .filter(|c| c.is_finite())
+                .fold(0.0f64, f64::max)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..finals.len()).collect();
+    order.sort_by(|&a, &b| finals[b].total_cmp(&finals[a]));
+    let mut best: Option<(f64, usize)> = None;
+    for k in 0..order.len().saturating_sub(1) {
+        let (hi, lo) = (finals[order[k]], finals[order[k + 1]]);
+        if hi <= 0.0 {
+            break;
+        }
+        let ratio = hi / lo.max(hi * 1e-12);
+        if ratio >= SPLIT_RATIO && best.is_none_or(|(r, _)| ratio > r) {
+            best = Some((ratio, k));
+        }
+    }
+    let (_, k) = best?;
+    let mut costly = vec![false; runs.len()];
+    for &i in &order[..=k] {
+        costly[i] = true;
+    }
+    Some(costly)
+}
+
+/// Line width of the `i`th of `n` runs: the first widest, the last [`LINE_WIDTH`].
+fn line_width(i: usize, n: usize) -> u32 {
+    let below = u32::try_from(n.saturating_sub(1).saturating_sub(i)).unwrap_or(u32::MAX);
+    LINE_WIDTH
+        .saturating_add(below.saturating_mul(LINE_WIDTH_STEP))
+        .min(MAX_LINE_WIDTH)
+}
+
 fn draw(
     root: &DrawingArea<SVGBackend<'_>, Shift>,
     runs: &[(&str, &Timeline)],
     axis: &TimeAxis,
     legend_height: u32,
+    costly: Option<&[bool]>,
 ) -> Result<(), ChartError> {
     root.fill(&WHITE).map_err(draw_error)?;
     let body = root
@@ -201,7 +262,7 @@ fn draw(
     let (legend, panels) = body.split_vertically(legend_height);
     draw_legend(&legend, runs)?;
 
-    let panels = panels.split_evenly((3, 1));
+    let panels = panels.split_evenly((if costly.is_some() { 4 } else { 3 }, 1));
     let series = |value: &dyn Fn(&Timeline, usize) -> f64| -> Vec<Vec<(f64, f64)>> {
         runs.iter()
             .map(|(_, t)| {
@@ -215,7 +276,7 @@ fn draw(
             })
             .collect()
     };
-    let specs = [
+    let mut specs = vec![
         Panel {
             y_desc: "workers",
             integral: true,
@@ -226,12 +287,35 @@ fn draw(
             integral: true,
             lines: series(&|t, i| f64::from(t.queued[i])),
         },
-        Panel {
+    ];
+    let cost = series(&|t, i| t.cost[i]);
+    match costly {
+        None => specs.push(Panel {
             y_desc: "cost ($)",
             integral: false,
-            lines: series(&|t, i| t.cost[i]),
-        },
-    ];
+            lines: cost,
+        }),
+        Some(costly) => {
+            // Each panel keeps every run's slot (so colours and widths stay), empty where the
+            // run belongs to the other panel.
+            let pick = |want: bool| -> Vec<Vec<(f64, f64)>> {
+                cost.iter()
+                    .zip(costly)
+                    .map(|(line, &c)| if c == want { line.clone() } else { Vec::new() })
+                    .collect()
+            };
+            specs.push(Panel {
+                y_desc: "cost ($)",
+                integral: false,
+                lines: pick(false),
+            });
+            specs.push(Panel {
+                y_desc: "cost ($), costliest",
+                integral: false,
+                lines: pick(true),
+            });
+        }
+    }
     let last = specs.len() - 1;
     for (i, (area, spec)) in panels.iter().zip(&specs).enumerate() {
         draw_panel(area, spec, axis, i == last)?;
@@ -294,11 +378,12 @@ fn draw_panel(
     }
     mesh.draw().map_err(draw_error)?;
 
+    let n = panel.lines.len();
     for (i, line) in panel.lines.iter().enumerate() {
         if line.is_empty() {
             continue;
         }
-        let style = colour(i).stroke_width(2);
+        let style = colour(i).stroke_width(line_width(i, n));
         let mut series = LineSeries::new(line.iter().copied(), style);
         if line.len() == 1 {
             // A line through one point draws nothing; a dot at least shows the value.
@@ -366,7 +451,7 @@ fn draw_legend(
         let y = (row * LEGEND_ROW + LEGEND_ROW / 2) as i32;
         area.draw(&PathElement::new(
             vec![(x, y), (x + LEGEND_SWATCH, y)],
-            colour(i).stroke_width(3),
+            colour(i).stroke_width(line_width(i, names.len()).max(3)),
         ))
         .map_err(draw_error)?;
         let shown: String = if name.chars().count() > LEGEND_NAME_CHARS {
@@ -644,6 +729,48 @@ mod tests {
         // One dot a panel stands in for the line.
         let dots = doc.elements.iter().filter(|(n, _)| n == "circle").count();
         assert_eq!(dots, 3);
+    }
+
+    #[test]
+    fn a_policy_twenty_times_dearer_gets_a_cost_panel_of_its_own() {
+        let cheap = timeline(0, 3_600_000, &[1, 2, 2, 1], 1.0);
+        let also_cheap = timeline(0, 3_600_000, &[1, 1, 2, 2], 1.2);
+        let dear = timeline(0, 3_600_000, &[20, 20, 20, 20], 1.0);
+        let runs = [
+            ("cheap", &cheap),
+            ("fixed", &dear),
+            ("also cheap", &also_cheap),
+        ];
+        assert_eq!(costly_runs(&runs), Some(vec![false, true, false]));
+        let svg = render_svg(&runs, 900, 800).expect("chart draws");
+        let doc = parse(&svg);
+        assert!(doc.text.contains("cost ($), costliest"), "{}", doc.text);
+        // Each policy: workers, queue, its one cost panel and the legend.
+        for i in 0..3 {
+            assert_eq!(doc.stroked_with(colour(i)), 4, "policy {i}");
+        }
+        // Costs within a factor of five share one panel.
+        let close = [("a", &cheap), ("b", &also_cheap)];
+        assert_eq!(costly_runs(&close), None);
+        assert!(
+            !parse(&render_svg(&close, 900, 700).unwrap())
+                .text
+                .contains("costliest")
+        );
+    }
+
+    #[test]
+    fn lines_narrow_in_policy_order_so_equal_ones_stay_visible() {
+        assert_eq!(
+            (0..5).map(|i| line_width(i, 5)).collect::<Vec<_>>(),
+            vec![10, 8, 6, 4, 2]
+        );
+        assert_eq!(line_width(0, 60), MAX_LINE_WIDTH);
+        assert_eq!(line_width(0, 1), LINE_WIDTH);
+        let same = timeline(0, 3_600_000, &[1, 2, 2, 1], 1.0);
+        let svg = render_svg(&[("first", &same), ("second", &same)], 800, 600).unwrap();
+        assert!(svg.contains("stroke-width=\"4\""), "the first is wider");
+        assert!(svg.contains("stroke-width=\"2\""), "the second is narrower");
     }
 
     #[test]
