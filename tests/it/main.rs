@@ -26,6 +26,7 @@ mod http_surface;
 mod idempotency;
 mod keda_grpc;
 mod logs;
+mod metrics_format;
 mod moto;
 mod mutation;
 mod openapi_drift;
