@@ -71,18 +71,17 @@ pub fn negotiate(headers: &HeaderMap) -> Format {
 /// The classic Prometheus text of an OpenMetrics exposition.
 pub fn to_classic(openmetrics: &str) -> String {
     let mut out = String::with_capacity(openmetrics.len());
-    let mut lines = openmetrics.lines().peekable();
-    while let Some(line) = lines.next() {
+    for line in openmetrics.lines() {
         if line == "# EOF" || line.starts_with("# UNIT ") {
             continue;
         }
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            if let Some((name, "counter")) = rest.rsplit_once(' ') {
-                // The HELP line came just before, under the OpenMetrics family name.
-                rename_last_help(&mut out, name);
-                out.push_str(&format!("# TYPE {name}_total counter\n"));
-                continue;
-            }
+        if let Some(rest) = line.strip_prefix("# TYPE ")
+            && let Some((name, "counter")) = rest.rsplit_once(' ')
+        {
+            // The HELP line came just before, under the OpenMetrics family name.
+            rename_last_help(&mut out, name);
+            out.push_str(&format!("# TYPE {name}_total counter\n"));
+            continue;
         }
         // A counter's `_created` samples have no place in the classic format.
         if is_created_sample(line) {
