@@ -351,13 +351,23 @@ async fn two_replicas_one_acts_and_the_other_takes_over() {
     eprintln!("takeover after {:?}", died.elapsed());
     queue(&a, "ha", 3, 0).await;
     wait_for_workers(&a, "ha", 3, Duration::from_secs(15)).await;
-    let steps = events_of(&a, "ha", "reconcile_step").await;
-    assert!(
-        steps
+    // The static provider writes its workers before the step's event commits, so the event
+    // may follow the workers by a moment.
+    let acted = Instant::now();
+    loop {
+        let steps = events_of(&a, "ha", "reconcile_step").await;
+        if steps
             .iter()
-            .any(|e| e["detail"]["replica"] == follower_name),
-        "the new leader acts: {steps:#?}"
-    );
+            .any(|e| e["detail"]["replica"] == follower_name)
+        {
+            break;
+        }
+        assert!(
+            acted.elapsed() < Duration::from_secs(10),
+            "the new leader acts: {steps:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     follower.stop().await;
 }
 
