@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 PROVIDERS = ["aws", "gcp", "azure", "lambda", "nebius", "vast"]
-GCP_HOSTS = re.compile(r"^(a2-(highgpu|ultragpu|megagpu)|a3-(highgpu|megagpu|ultragpu)|a4-highgpu|g2-standard)-|^n1-highmem-(8|16|32|64)$")
+GCP_HOSTS = re.compile(r"^(a2-(highgpu|ultragpu|megagpu)|a3-(highgpu|megagpu|ultragpu)|a4-highgpu|g2-standard)-|^n1-(standard|highmem|highcpu)-[0-9]+$")
 
 
 def keep(provider, row):

@@ -2,7 +2,8 @@
 //! columns read by header name because their order differs per cloud.
 //!
 //! Only accelerator offerings are kept. GCP is special: a GPU offering is a host VM row plus
-//! an accelerator row in the same zone (see [`gcp_host`]).
+//! an accelerator row in the same zone, chosen and priced as SkyPilot does (see
+//! [`gcp_offerings`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -65,7 +66,8 @@ impl Row<'_> {
     }
 
     /// A price column; empty means the market is not offered. Marketplace rows (Vast) use
-    /// 0.00 for "no interruptible bid", which is the same thing.
+    /// 0.00 for "no interruptible bid", which is the same thing. (GCP's rows are read by
+    /// [`gcp_price`]: there 0.0 is a price.)
     fn price(&self, column: &str) -> Result<Option<Micros>, ImportError> {
         match self.number(column)? {
             None => Ok(None),
@@ -217,48 +219,120 @@ fn plain_offering(provider: &str, row: &Row<'_>) -> Result<Option<ImportedOfferi
     }))
 }
 
-/// The host VM a GCP accelerator attaches to. A2/A3/A4/G2 hosts are fixed by the GPU; T4,
-/// V100, P100 and P4 attach to general-purpose N1 VMs, for which we take n1-highmem with 8
-/// vCPUs per GPU (SkyPilot's default host for one GPU is n1-highmem-8).
-pub fn gcp_host(gpu: &str, count: u32) -> Option<String> {
-    let host = match (gpu, count) {
-        ("A100", 16) => "a2-megagpu-16g".to_string(),
-        ("A100", n @ (1 | 2 | 4 | 8)) => format!("a2-highgpu-{n}g"),
-        ("A100-80GB", n @ (1 | 2 | 4 | 8)) => format!("a2-ultragpu-{n}g"),
-        ("H100", n @ (1 | 2 | 4 | 8)) => format!("a3-highgpu-{n}g"),
-        ("H100-MEGA", 8) => "a3-megagpu-8g".to_string(),
-        ("H200", 8) => "a3-ultragpu-8g".to_string(),
-        ("B200", 8) => "a4-highgpu-8g".to_string(),
-        ("L4", 1) => "g2-standard-4".to_string(),
-        ("L4", 2) => "g2-standard-24".to_string(),
-        ("L4", 4) => "g2-standard-48".to_string(),
-        ("L4", 8) => "g2-standard-96".to_string(),
-        ("T4" | "V100" | "P100" | "P4", n @ (1 | 2 | 4 | 8)) => format!("n1-highmem-{}", 8 * n),
-        _ => return None,
-    };
-    Some(host)
+/// The host VMs a GCP accelerator attaches to, as SkyPilot chooses them
+/// (`sky/catalog/gcp_catalog.py`): A100, L4, H100, H200 and B200 come in fixed machine types
+/// (the cheapest of the listed ones in the zone is taken); the others (T4, V100, P100, P4,
+/// K80) attach to a general-purpose N1 VM with at least SkyPilot's vCPUs for that GPU count
+/// and four GiB of memory per vCPU.
+enum GcpHost {
+    Fixed(&'static [&'static str]),
+    N1 { vcpus: f64 },
 }
 
+fn gcp_host(gpu: &str, count: u32) -> Option<GcpHost> {
+    use GcpHost::{Fixed, N1};
+    Some(match (gpu, count) {
+        ("A100", 1) => Fixed(&["a2-highgpu-1g"]),
+        ("A100", 2) => Fixed(&["a2-highgpu-2g"]),
+        ("A100", 4) => Fixed(&["a2-highgpu-4g"]),
+        ("A100", 8) => Fixed(&["a2-highgpu-8g"]),
+        ("A100", 16) => Fixed(&["a2-megagpu-16g"]),
+        ("A100-80GB", 1) => Fixed(&["a2-ultragpu-1g"]),
+        ("A100-80GB", 2) => Fixed(&["a2-ultragpu-2g"]),
+        ("A100-80GB", 4) => Fixed(&["a2-ultragpu-4g"]),
+        ("A100-80GB", 8) => Fixed(&["a2-ultragpu-8g"]),
+        ("L4", 1) => Fixed(&[
+            "g2-standard-4",
+            "g2-standard-8",
+            "g2-standard-12",
+            "g2-standard-16",
+            "g2-standard-32",
+        ]),
+        ("L4", 2) => Fixed(&["g2-standard-24"]),
+        ("L4", 4) => Fixed(&["g2-standard-48"]),
+        ("L4", 8) => Fixed(&["g2-standard-96"]),
+        ("H100", 1) => Fixed(&["a3-highgpu-1g"]),
+        ("H100", 2) => Fixed(&["a3-highgpu-2g"]),
+        ("H100", 4) => Fixed(&["a3-highgpu-4g"]),
+        ("H100", 8) => Fixed(&["a3-highgpu-8g"]),
+        ("H100-MEGA", 8) => Fixed(&["a3-megagpu-8g"]),
+        ("H200", 8) => Fixed(&["a3-ultragpu-8g"]),
+        ("B200", 8) => Fixed(&["a4-highgpu-8g"]),
+        ("A100" | "A100-80GB" | "L4" | "H100" | "H100-MEGA" | "H200" | "B200", _) => return None,
+        ("K80", n @ (1 | 2 | 4 | 8 | 16)) => N1 {
+            vcpus: f64::from(4 * n),
+        },
+        ("T4", 1) => N1 { vcpus: 4.0 },
+        ("T4", 2) => N1 { vcpus: 8.0 },
+        ("T4", 4) => N1 { vcpus: 48.0 },
+        ("T4", _) => return None,
+        (_, n @ (1 | 2 | 4 | 8)) => N1 {
+            vcpus: f64::from(8 * n),
+        },
+        (_, 16) => N1 { vcpus: 128.0 },
+        _ => return None,
+    })
+}
+
+/// The N1 families SkyPilot attaches GPUs to.
+const N1_FAMILIES: [&str; 3] = ["n1-standard-", "n1-highmem-", "n1-highcpu-"];
+/// SkyPilot asks N1 hosts for at least this much memory per vCPU, GiB.
+const N1_MEMORY_PER_VCPU: f64 = 4.0;
+
 /// A host VM row's figures in one zone.
-struct Host {
+struct Host<'a> {
+    instance_type: &'a str,
     vcpus: f64,
     memory_gib: f64,
+    /// `None` where the row leaves the price empty (not offered).
     on_demand: Option<Micros>,
     spot: Option<Micros>,
 }
 
+impl Host<'_> {
+    fn fits(&self, host: &GcpHost) -> bool {
+        match host {
+            GcpHost::Fixed(types) => types.contains(&self.instance_type),
+            GcpHost::N1 { vcpus } => {
+                N1_FAMILIES
+                    .iter()
+                    .any(|f| self.instance_type.starts_with(f))
+                    && self.vcpus >= *vcpus
+                    && self.memory_gib >= vcpus * N1_MEMORY_PER_VCPU
+            }
+        }
+    }
+}
+
+/// A GCP price column: empty is "not offered"; any number, 0.0 included, is a price. The
+/// A4 (B200) host rows carry 0.0 because the accelerator row holds the whole price.
+fn gcp_price(row: &Row<'_>, column: &str) -> Result<Option<Micros>, ImportError> {
+    match row.number(column)? {
+        None => Ok(None),
+        Some(0.0) => Ok(Some(Micros(0))),
+        Some(d) => Micros::from_dollars(d)
+            .map(Some)
+            .map_err(|e| row.err(column, e.to_string())),
+    }
+}
+
+/// GCP offerings priced as SkyPilot prices them from the same file: an accelerator row plus
+/// its cheapest host row in the same zone, on-demand and spot each the sum of the two (no
+/// spot when either is empty).
 fn gcp_offerings(rows: Vec<Row<'_>>) -> Result<Vec<ImportedOffering>, ImportError> {
-    let mut hosts: HashMap<(&str, &str), Host> = HashMap::new();
+    // Host rows by zone, in file order (the first of equally cheap hosts wins, as in SkyPilot).
+    let mut hosts: HashMap<(&str, &str), Vec<Host<'_>>> = HashMap::new();
     for row in rows.iter().filter(|r| !r.text("InstanceType").is_empty()) {
-        hosts.insert(
-            (row.text("InstanceType"), row.text("AvailabilityZone")),
-            Host {
+        hosts
+            .entry((row.text("Region"), row.text("AvailabilityZone")))
+            .or_default()
+            .push(Host {
+                instance_type: row.text("InstanceType"),
                 vcpus: row.required_number("vCPUs")?,
                 memory_gib: row.required_number("MemoryGiB")?,
-                on_demand: row.price("Price")?,
-                spot: row.price("SpotPrice")?,
-            },
-        );
+                on_demand: gcp_price(row, "Price")?,
+                spot: gcp_price(row, "SpotPrice")?,
+            });
     }
     let mut out = Vec::new();
     for row in rows.iter().filter(|r| r.text("InstanceType").is_empty()) {
@@ -267,25 +341,41 @@ fn gcp_offerings(rows: Vec<Row<'_>>) -> Result<Vec<ImportedOffering>, ImportErro
         if gpu.is_empty() || is_tpu(gpu) || count < 1.0 || count.fract() != 0.0 {
             continue;
         }
-        let Some(host_type) = gcp_host(gpu, count as u32) else {
+        let Some(wanted) = gcp_host(gpu, count as u32) else {
+            continue;
+        };
+        let Some(gpu_price) = gcp_price(row, "Price")? else {
             continue;
         };
         let zone = row.text("AvailabilityZone");
-        let Some(host) = hosts.get(&(host_type.as_str(), zone)) else {
+        let host = hosts
+            .get(&(row.text("Region"), zone))
+            .into_iter()
+            .flatten()
+            .filter(|h| h.fits(&wanted))
+            .filter_map(|h| h.on_demand.map(|p| (p, h)))
+            .min_by_key(|(p, _)| *p)
+            .map(|(_, h)| h);
+        let Some(host) = host else {
             continue;
         };
+        let on_demand = host
+            .on_demand
+            .map(|h| Micros(h.0 + gpu_price.0))
+            .filter(|p| p.0 > 0);
+        let spot = match (gcp_price(row, "SpotPrice")?, host.spot) {
+            (Some(g), Some(h)) => Some(Micros(g.0 + h.0)).filter(|p| p.0 > 0),
+            _ => None,
+        };
         // N1 hosts take any of several GPUs, so the GPU is part of the offering's name.
-        let instance_type = if host_type.starts_with("n1-") {
-            format!("{host_type}+{gpu}x{}", count as u32)
+        let instance_type = if matches!(wanted, GcpHost::N1 { .. }) {
+            format!("{}+{gpu}x{}", host.instance_type, count as u32)
         } else {
-            host_type.clone()
+            host.instance_type.to_string()
         };
         // SkyPilot names A3 Mega's GPU `H100-MEGA`; it is an H100 SXM on a faster fabric.
         let gpu_name = if gpu == "H100-MEGA" { "H100" } else { gpu };
         let family = facts("gcp", &instance_type);
-        let sum = |gpu_price: Option<Micros>, host_price: Option<Micros>| {
-            Some(Micros(gpu_price?.0 + host_price?.0))
-        };
         out.push(ImportedOffering {
             key: OfferingKey {
                 provider: "gcp".into(),
@@ -304,8 +394,8 @@ fn gcp_offerings(rows: Vec<Row<'_>>) -> Result<Vec<ImportedOffering>, ImportErro
                 local_nvme_gb: family.local_nvme_gb,
                 arch: "x86_64".into(),
             },
-            on_demand: sum(row.price("Price")?, host.on_demand),
-            spot: sum(row.price("SpotPrice")?, host.spot),
+            on_demand,
+            spot,
         });
     }
     Ok(out)
@@ -334,6 +424,75 @@ a2-highgpu-8g,96.0,680.0,,,,europe-west4,europe-west4-a,6.51251,2.67308\n\
             (o.spec.gpu_count, o.spec.gpu_memory_gib, o.spec.vcpus),
             (8.0, 40.0, 96.0)
         );
+    }
+
+    const GCP_HEADER: &str = "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice";
+
+    #[test]
+    fn a_b200_host_priced_at_zero_adds_nothing_to_its_accelerators() {
+        // The bundled catalog's rows for asia-northeast1-b: the A4 host carries 0.0, the
+        // accelerator row the whole price. SkyPilot adds the two: $64.44/h, spot $41.0848.
+        let csv = format!(
+            "{GCP_HEADER}\n\
+a4-highgpu-8g,224.0,3968.0,,,,asia-northeast1,asia-northeast1-b,0.0,0.0\n\
+,,,B200,8,{{'Gpus': [{{'MemoryInfo': {{'SizeInMiB': 184320}}}}]}},asia-northeast1,asia-northeast1-b,64.44,41.0848\n"
+        );
+        let offerings = parse("gcp", &csv).unwrap();
+        assert_eq!(offerings.len(), 1);
+        let o = &offerings[0];
+        assert_eq!(o.key.instance_type, "a4-highgpu-8g");
+        assert_eq!(
+            (o.on_demand, o.spot),
+            (Some(Micros(64_440_000)), Some(Micros(41_084_800)))
+        );
+        assert_eq!((o.spec.gpu_count, o.spec.gpu_memory_gib), (8.0, 180.0));
+    }
+
+    #[test]
+    fn n1_gpus_take_the_cheapest_n1_host_with_skypilots_vcpus_and_memory() {
+        // us-central1-a rows of the bundled catalog. One T4 wants 4 vCPUs and 16 GiB:
+        // n1-standard-4 has 15 GiB, so n1-highmem-4 ($0.23661) beats n1-standard-8 ($0.38).
+        // Four T4s want 48 vCPUs and 192 GiB: n1-standard-64 (240 GiB, $3.03998) beats
+        // n1-highmem-64 ($3.7857); n1-highcpu-64 has 57.6 GiB.
+        let csv = format!(
+            "{GCP_HEADER}\n\
+n1-standard-4,4.0,15.0,,,,us-central1,us-central1-a,0.19,0.06977\n\
+n1-highmem-4,4.0,26.0,,,,us-central1,us-central1-a,0.23661,0.08638\n\
+n1-standard-8,8.0,30.0,,,,us-central1,us-central1-a,0.38,0.13954\n\
+n1-highcpu-64,64.0,57.599609375,,,,us-central1,us-central1-a,2.26715,0.8409\n\
+n1-standard-64,64.0,240.0,,,,us-central1,us-central1-a,3.03998,1.11632\n\
+n1-highmem-64,64.0,416.0,,,,us-central1,us-central1-a,3.7857,1.38208\n\
+,,,T4,1,{{'Gpus': [{{'MemoryInfo': {{'SizeInMiB': 16384}}}}]}},us-central1,us-central1-a,0.35,0.1654\n\
+,,,T4,4,{{'Gpus': [{{'MemoryInfo': {{'SizeInMiB': 16384}}}}]}},us-central1,us-central1-a,1.4,0.6616\n\
+,,,T4,8,{{'Gpus': [{{'MemoryInfo': {{'SizeInMiB': 16384}}}}]}},us-central1,us-central1-a,2.8,1.3232\n"
+        );
+        let offerings = parse("gcp", &csv).unwrap();
+        let names: Vec<&str> = offerings
+            .iter()
+            .map(|o| o.key.instance_type.as_str())
+            .collect();
+        // SkyPilot has no host for eight T4s.
+        assert_eq!(names, vec!["n1-highmem-4+T4x1", "n1-standard-64+T4x4"]);
+        assert_eq!(offerings[0].on_demand, Some(Micros(586_610)));
+        assert_eq!(offerings[0].spot, Some(Micros(251_780)));
+        assert_eq!(offerings[1].on_demand, Some(Micros(4_439_980)));
+        assert_eq!(offerings[1].spot, Some(Micros(1_777_920)));
+        assert_eq!(
+            (offerings[1].spec.vcpus, offerings[1].spec.memory_gib),
+            (64.0, 240.0)
+        );
+    }
+
+    #[test]
+    fn an_empty_gcp_price_is_not_offered_in_that_market() {
+        let csv = format!(
+            "{GCP_HEADER}\n\
+a3-megagpu-8g,208.0,1872.0,,,,us-central1,us-central1-a,35.39149,\n\
+,,,H100-MEGA,8,{{'Gpus': [{{'MemoryInfo': {{'SizeInMiB': 81920}}}}]}},us-central1,us-central1-a,50.0,20.0\n"
+        );
+        let o = &parse("gcp", &csv).unwrap()[0];
+        assert_eq!(o.spec.gpu, "H100");
+        assert_eq!((o.on_demand, o.spot), (Some(Micros(85_391_490)), None));
     }
 
     #[test]

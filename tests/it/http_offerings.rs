@@ -166,7 +166,8 @@ async fn an_instance_type_shows_its_zones_and_price_history(backend: Backend) {
             .all(|h| h["observed_at"] == "2026-01-21T00:00:00Z" && h["source"] == "bundled")
     );
 
-    let gcp = app.get_json("/v1/offerings/gcp/n1-highmem-8+T4x1").await;
+    // SkyPilot's host for one T4: the cheapest N1 VM with 4 vCPUs and 16 GiB.
+    let gcp = app.get_json("/v1/offerings/gcp/n1-highmem-4+T4x1").await;
     assert_eq!(
         (gcp["gpu"].as_str(), gcp["gpu_count"].as_f64()),
         (Some("T4"), Some(1.0))
