@@ -47,6 +47,8 @@ pub fn memory_gib_by_name(name: &str) -> Option<f64> {
         "V100-32GB" => 32.0,
         "A10" | "A10G" | "L4" => 24.0,
         "L40S" | "A6000" | "RTXA6000" => 48.0,
+        "RTX6000" => 24.0,
+        "GH200" => 96.0,
         "A100" => 40.0,
         "A100-80GB" | "H100" | "H100-MEGA" => 80.0,
         "H200" => 141.0,
@@ -78,6 +80,13 @@ mod tests {
             "A100-80GB",
             "H100",
             "H200",
+            "B200",
+            "P100",
+            "K80",
+            "A6000",
+            "RTXA6000",
+            "RTX6000",
+            "GH200",
         ] {
             assert!(gpus.iter().any(|g| g.name == name), "{name} missing");
         }
