@@ -97,9 +97,12 @@ impl PriceBook {
     }
 }
 
-/// Dollars rounded to the cent, for answers people read.
+/// Dollars rounded to the cent, for answers people read. Never `-0.0`: Rust sums an empty
+/// list of floats to `-0.0`, and a tiny negative rounds to it, which JSON would show as
+/// `-0.0` and a page as `$-0.00`.
 pub fn round_cents(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
+    let cents = (x * 100.0).round() / 100.0;
+    if cents == 0.0 { 0.0 } else { cents }
 }
 
 /// The start of the UTC day that `now_ms` falls in.
@@ -126,6 +129,19 @@ pub fn hours_left_today(now_ms: i64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounded_cents_are_never_negative_zero() {
+        let empty: f64 = std::iter::empty::<f64>().sum();
+        assert!(empty.is_sign_negative(), "Rust's empty float sum is -0.0");
+        for x in [empty, -0.001, -0.0] {
+            let r = round_cents(x);
+            assert!(r == 0.0 && r.is_sign_positive(), "{x} -> {r:?}");
+            assert_eq!(serde_json::to_string(&r).unwrap(), "0.0");
+        }
+        assert_eq!(round_cents(-0.006), -0.01);
+        assert_eq!(round_cents(12.345), 12.35);
+    }
 
     #[test]
     fn spend_counts_only_today() {
