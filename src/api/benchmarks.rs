@@ -20,6 +20,7 @@ use crate::core::benchmark::{
     Benchmark, BenchmarkPlan, DEFAULT_COMMUNICATION_BOUND_BELOW, InstanceSummary, plan, summarise,
 };
 use crate::core::catalog::CatalogSnapshot;
+use crate::core::job::usable_gib;
 use crate::core::select::select;
 use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
@@ -279,9 +280,15 @@ pub async fn plan_benchmarks(
     let decision = select(&catalog, &BUNDLED_SPOT_RISK, &job);
     let plan = decision.candidates.first().and_then(|best| {
         let offering = catalog.offering(best.offering_id)?;
-        Some(plan(&catalog, offering, best.market, steps, |gpus| {
-            job.memory.gib_per_gpu(gpus) <= offering.spec.gpu_memory_gib
-        }))
+        let usable = usable_gib(offering.spec.gpu_memory_gib);
+        Some(plan(
+            &catalog,
+            offering,
+            best.market,
+            steps,
+            job.workload.as_deref(),
+            |gpus| job.memory.gib_per_gpu(gpus) <= usable,
+        ))
     });
     Ok(Json(PlanResponse { plan }))
 }

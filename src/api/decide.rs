@@ -9,14 +9,15 @@ use utoipa::ToSchema;
 
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::ApiJson;
+use super::gpu_names::{check_gpu_list, unknown_gpu_problem};
 use super::offerings::{CatalogProvider, snapshot};
 use crate::app::AppState;
 use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
 use crate::core::catalog::CatalogSnapshot;
 use crate::core::decision::InstanceDecision;
 use crate::core::job::{
-    DEFAULT_ACTIVATION_RESERVE, DEFAULT_RESTART_OVERHEAD_MIN, DEFAULT_UTILISATION, DataLayout, Job,
-    MemoryNeed, Objective, Optimizer, Precision, Sharding, StateBytes, Work,
+    DEFAULT_ACTIVATION_RESERVE, DEFAULT_RESTART_OVERHEAD_MIN, DataLayout, Job, MemoryNeed,
+    Objective, Optimizer, Precision, Sharding, StateBytes, Work,
 };
 use crate::core::select::select;
 use crate::fleet::decision::PoolDecision;
@@ -110,9 +111,14 @@ pub struct JobIn {
     /// Default 5, at most 100.
     #[schema(minimum = 1, maximum = 100)]
     pub top_k: Option<usize>,
-    /// Share of datasheet TFLOPS reached (default 0.4).
+    /// Share of one GPU's datasheet TFLOPS the job reaches. Default: the calibrated model
+    /// (by model size, GPU, precision and GPU count; see `assumptions.utilisation`).
     #[schema(exclusive_minimum = 0, maximum = 1)]
     pub utilisation: Option<f64>,
+    /// Minutes from launch to training (boot and image pull), paid for. Default: the
+    /// provider's (see `assumptions.providers`).
+    #[schema(minimum = 0, maximum = 1440)]
+    pub startup_min: Option<f64>,
     /// Let multi-node jobs run without a fast fabric (default false).
     pub allow_slow_interconnect: Option<bool>,
 }
@@ -193,6 +199,8 @@ fn upper_bound(field: &str) -> f64 {
         "activation_reserve" => 10.0,
         // A week: longer intervals make spot pointless anyway.
         "checkpoint_interval_min" | "restart_overhead_min" => 10_080.0,
+        // A day: a start-up longer than that is a unit mistake.
+        "startup_min" => 1_440.0,
         _ => 1e18,
     }
 }
@@ -278,11 +286,17 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
                     hours,
                     gpu: gpu.to_string(),
                 },
-                Some(gpu) => {
+                Some(gpu) if catalog.knows_gpu(gpu) => {
                     c.fail(
                         "reference_gpu",
-                        format!("is not a GPU with datasheet facts: `{gpu}`"),
+                        format!(
+                            "`{gpu}` has no datasheet facts (catalog/gpus.csv) to compare with"
+                        ),
                     );
+                    Work::Unknown
+                }
+                Some(gpu) => {
+                    c.fail("reference_gpu", unknown_gpu_problem(catalog, gpu));
                     Work::Unknown
                 }
                 None => {
@@ -341,9 +355,14 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
     if !(1..=100).contains(&top_k) {
         c.fail("top_k", "must be between 1 and 100");
     }
-    let utilisation = j.utilisation.unwrap_or(DEFAULT_UTILISATION);
-    if !(utilisation.is_finite() && utilisation > 0.0 && utilisation <= 1.0) {
+    let utilisation = j.utilisation;
+    if utilisation.is_some_and(|u| !(u.is_finite() && u > 0.0 && u <= 1.0)) {
         c.fail("utilisation", "must be in (0, 1]");
+    }
+    let startup_min = c.non_negative("startup_min", j.startup_min);
+    for (field, names) in [("gpus", &j.gpus), ("exclude_gpus", &j.exclude_gpus)] {
+        let names = names.as_deref().unwrap_or_default();
+        c.0.extend(check_gpu_list(catalog, &format!("job.{field}"), names));
     }
     let dataset_gib = c.non_negative("dataset_gib", j.dataset_gib);
     let job = Job {
@@ -373,6 +392,7 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
         objective: j.objective.unwrap_or_default(),
         top_k,
         utilisation,
+        startup_min,
     };
     if c.0.is_empty() {
         Ok(job)

@@ -12,6 +12,7 @@ pub mod error;
 pub mod exposition;
 pub mod extract;
 pub mod fleet;
+mod gpu_names;
 pub mod health;
 pub mod idempotency;
 pub mod keda;

@@ -11,6 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::cursor;
 use super::error::{ApiError, Problem};
 use super::extract::{ApiPath, ApiQuery, parse_limit, parse_param};
+use super::gpu_names::unknown_gpu_problem;
 use super::prices::PricePointItem;
 use crate::app::AppState;
 use crate::core::catalog::{CatalogSnapshot, Interconnect, Market, Offering};
@@ -31,7 +32,8 @@ pub struct OfferingsParams {
     provider: Option<String>,
     /// Region, as the provider names it (`us-east-1`, `europe-west4`, `eastus`).
     region: Option<String>,
-    /// GPU model name, case-insensitive (`A100`, `a100-80gb`, `H100`).
+    /// GPU model name, case-insensitive (`A100`, `a100-80gb`, `H100`); a name the catalog does
+    /// not know is a 422 listing the closest known names.
     gpu: Option<String>,
     /// At least this many GPUs per instance.
     #[param(value_type = Option<f64>)]
@@ -167,6 +169,11 @@ impl OfferingsParams {
         if let Some(p) = &self.provider {
             known_provider(catalog, p)?;
         }
+        if let Some(gpu) = self.gpu.as_deref().filter(|g| !g.is_empty())
+            && !catalog.knows_gpu(gpu)
+        {
+            return Err(ApiError::invalid("gpu", unknown_gpu_problem(catalog, gpu)));
+        }
         let non_negative = |field: &str, v: Option<f64>| match v {
             Some(x) if !x.is_finite() || x < 0.0 => {
                 Err(ApiError::invalid(field, "must be a non-negative number"))
@@ -221,7 +228,7 @@ impl OfferingsParams {
         (status = 200, description = "A page of offerings", body = OfferingPageBody),
         (status = 400, description = "Unknown parameter or bad cursor", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown provider", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A parameter has a bad value", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A parameter has a bad value, or `gpu` names no GPU model of the catalog", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_offerings(
     State(state): State<AppState>,

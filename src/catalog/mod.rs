@@ -3,6 +3,7 @@
 //! documentation, and the real catalog snapshot bundled into the binary.
 
 pub mod bundled;
+pub mod calibration;
 pub mod family_facts;
 pub mod gpu_facts;
 mod gpu_info;

@@ -64,6 +64,27 @@ pub fn latest(benchmarks: Vec<Benchmark>) -> Vec<Benchmark> {
     newest.into_values().collect()
 }
 
+/// The measurement another is compared against: the smallest GPU count measured, in the
+/// same unit, of the same workload and GPU model (on any instance type or node count).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Baseline {
+    pub provider: String,
+    pub instance_type: String,
+    pub gpus: u32,
+    pub nodes: u32,
+}
+
+impl Baseline {
+    fn of(b: &Benchmark) -> Self {
+        Self {
+            provider: b.provider.clone(),
+            instance_type: b.instance_type.clone(),
+            gpus: b.gpus,
+            nodes: b.nodes,
+        }
+    }
+}
+
 /// One measured size of one instance type, with what it is worth.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct SizeSummary {
@@ -74,9 +95,12 @@ pub struct SizeSummary {
     /// Throughput per USD of hourly price at the cheapest on-demand price listed.
     pub per_dollar_on_demand: Option<f64>,
     pub per_dollar_spot: Option<f64>,
-    /// Throughput per GPU against the smallest size measured (1.0 = linear).
+    /// Throughput per GPU against the baseline's (1.0 = linear); for step times with a fixed
+    /// batch per GPU, the baseline's step time over this one's.
     pub scaling_efficiency: f64,
     pub communication_bound: bool,
+    /// What `scaling_efficiency` compares against.
+    pub baseline: Baseline,
     pub measured_at_ms: i64,
 }
 
@@ -102,19 +126,64 @@ fn cheapest(
         .map(|m| m.dollars())
 }
 
+/// Throughput per GPU, in the measurement's unit.
+fn per_gpu(b: &Benchmark) -> f64 {
+    b.throughput().0 / b.total_gpus().max(1) as f64
+}
+
+/// Scaling efficiency of `b` against `base`, measured in the same unit: per-GPU samples per
+/// second against the baseline's, or, for step times with a fixed batch per GPU (where
+/// linear scaling keeps the step time constant), the baseline's step time over this one's.
+pub fn efficiency(b: &Benchmark, base: &Benchmark) -> f64 {
+    match (b.samples_per_sec, b.step_time_sec, base.step_time_sec) {
+        (Some(_), _, _) if per_gpu(base) > 0.0 => per_gpu(b) / per_gpu(base),
+        (None, Some(t), Some(t0)) if t > 0.0 => t0 / t,
+        _ => 1.0,
+    }
+}
+
+/// The baseline among `runs` (one workload, one GPU model) for a measurement in `unit`: the
+/// smallest total GPU count measured in that unit; among several at that count, the one
+/// with the most throughput per GPU, then the fewest nodes, then by name, so that the choice
+/// is stable.
+fn baseline<'a>(runs: &[&'a Benchmark], unit: &str) -> Option<&'a Benchmark> {
+    runs.iter()
+        .copied()
+        .filter(|r| r.throughput().1 == unit)
+        .min_by(|a, b| {
+            a.total_gpus()
+                .cmp(&b.total_gpus())
+                .then(per_gpu(b).total_cmp(&per_gpu(a)))
+                .then(a.nodes.cmp(&b.nodes))
+                .then((&a.provider, &a.instance_type).cmp(&(&b.provider, &b.instance_type)))
+        })
+}
+
 /// Per instance type and size: throughput, throughput per hourly dollar, scaling against the
-/// smallest size, and whether scaling has become communication-bound.
+/// smallest measured GPU count of the same GPU model, and whether scaling has become
+/// communication-bound.
 pub fn summarise(
     catalog: &CatalogSnapshot,
     workload: &str,
     bound_below: f64,
 ) -> Vec<InstanceSummary> {
-    let mut by_type: BTreeMap<(String, String), Vec<&Benchmark>> = BTreeMap::new();
-    for b in catalog
+    let mine: Vec<&Benchmark> = catalog
         .benchmarks()
         .iter()
         .filter(|b| b.workload.eq_ignore_ascii_case(workload))
-    {
+        .collect();
+    // Sizes compare within a GPU model; an instance type the catalog does not know is its own
+    // group.
+    let group_of = |b: &Benchmark| -> String {
+        match catalog.gpu_of_instance_type(&b.provider, &b.instance_type) {
+            Some(gpu) => format!("gpu:{}", gpu.to_lowercase()),
+            None => format!("type:{}/{}", b.provider, b.instance_type),
+        }
+    };
+    let mut by_group: BTreeMap<String, Vec<&Benchmark>> = BTreeMap::new();
+    let mut by_type: BTreeMap<(String, String), Vec<&Benchmark>> = BTreeMap::new();
+    for &b in &mine {
+        by_group.entry(group_of(b)).or_default().push(b);
         by_type
             .entry((b.provider.clone(), b.instance_type.clone()))
             .or_default()
@@ -127,36 +196,17 @@ pub fn summarise(
             let on_demand = cheapest(catalog, &provider, &instance_type, Market::OnDemand);
             let spot = cheapest(catalog, &provider, &instance_type, Market::Spot);
             let gpu = catalog
-                .offerings_of(&provider, &instance_type)
-                .next()
-                .map(|o| o.spec.gpu.clone());
+                .gpu_of_instance_type(&provider, &instance_type)
+                .map(str::to_string);
+            let group = by_group
+                .get(&group_of(runs[0]))
+                .map_or(&[][..], Vec::as_slice);
             let sizes = runs
                 .iter()
-                .map(|b| {
+                .map(|&b| {
                     let (throughput, unit) = b.throughput();
-                    // The smallest size measured in the same unit is the baseline.
-                    let base = runs
-                        .iter()
-                        .find(|r| r.throughput().1 == unit)
-                        .copied()
-                        .unwrap_or(b);
-                    let efficiency = match (b.samples_per_sec, b.step_time_sec, base.step_time_sec)
-                    {
-                        // Samples per second: per-GPU throughput against the baseline's.
-                        (Some(s), _, _) => {
-                            let per_gpu = s / b.total_gpus() as f64;
-                            let base_per_gpu = base.throughput().0 / base.total_gpus() as f64;
-                            if base_per_gpu > 0.0 {
-                                per_gpu / base_per_gpu
-                            } else {
-                                1.0
-                            }
-                        }
-                        // Step time with a fixed batch per GPU: linear scaling keeps the step
-                        // time constant, so efficiency is how much longer a step got.
-                        (None, Some(t), Some(t0)) => t0 / t,
-                        _ => 1.0,
-                    };
+                    let base = baseline(group, unit).unwrap_or(b);
+                    let efficiency = efficiency(b, base);
                     SizeSummary {
                         gpus: b.gpus,
                         nodes: b.nodes,
@@ -167,6 +217,7 @@ pub fn summarise(
                         per_dollar_spot: spot.map(|p| throughput / (p * f64::from(b.nodes))),
                         scaling_efficiency: efficiency,
                         communication_bound: efficiency < bound_below,
+                        baseline: Baseline::of(base),
                         measured_at_ms: b.measured_at_ms,
                     }
                 })
@@ -181,41 +232,114 @@ pub fn summarise(
         .collect()
 }
 
-/// Measured throughput, in samples per second, of `workload` on offering `o` at `nodes` nodes:
-/// the measurement at that size if there is one, else the nearest measured node count scaled
-/// linearly and by the efficiency the measurements show between their sizes (or `fallback`
-/// per doubling when only one size was measured).
-pub fn measured_samples_per_sec(
-    catalog: &CatalogSnapshot,
+/// Measured throughput for one configuration, and what it rests on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured<'a> {
+    pub samples_per_sec: f64,
+    /// The smallest measured size of this GPU model, that the efficiency compares against.
+    pub baseline: &'a Benchmark,
+    /// Scaling efficiency at this size against the baseline: measured, interpolated between
+    /// measured sizes, or extrapolated beyond them.
+    pub efficiency: f64,
+    pub how: MeasuredHow,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeasuredHow {
+    /// This instance type was measured at this size.
+    Exact,
+    /// Another instance type of the same GPU model was measured at this GPU count.
+    SameGpuCount,
+    /// Between two measured GPU counts.
+    Interpolated,
+    /// Beyond the measured GPU counts, at the per-doubling efficiency between the smallest
+    /// and largest (or the fallback with a single size).
+    Extrapolated,
+}
+
+/// Measured throughput, in samples per second, of `workload` on offering `o` at `nodes`
+/// nodes, from measurements of the same GPU model. The same comparison as [`summarise`]:
+/// per-GPU throughput against the smallest measured GPU count, so the estimate is
+/// `baseline per GPU × GPUs × efficiency`, with the efficiency that measurements at this GPU
+/// count show (this instance type's first), interpolated per doubling between measured
+/// counts, or extrapolated beyond the largest by the per-doubling efficiency between the
+/// smallest and the largest. With a single measured count, `fallback(baseline)` gives the
+/// efficiency from the baseline's size to this one (the datasheet model's scaling).
+pub fn measured_samples_per_sec<'a>(
+    catalog: &'a CatalogSnapshot,
     workload: &str,
     o: &Offering,
     nodes: u32,
-    fallback_per_doubling: f64,
-) -> Option<f64> {
-    let gpus = o.spec.gpu_count as u32;
-    let mut runs: Vec<(u32, f64)> = catalog
-        .benchmarks_for(workload, &o.key.provider, &o.key.instance_type)
-        .filter(|b| b.gpus == gpus)
-        .filter_map(|b| b.samples_per_sec.map(|s| (b.nodes, s)))
+    fallback: impl Fn(&Benchmark) -> f64,
+) -> Option<Measured<'a>> {
+    let gpus_per_node = o.spec.gpu_count as u32;
+    let runs: Vec<&Benchmark> = catalog
+        .benchmarks_of_gpu(workload, &o.spec.gpu)
+        .filter(|b| b.samples_per_sec.is_some())
         .collect();
-    if runs.is_empty() {
-        return None;
-    }
-    runs.sort_by_key(|r| r.0);
-    if let Some((_, s)) = runs.iter().find(|r| r.0 == nodes) {
-        return Some(*s);
-    }
-    // Efficiency per doubling between the smallest and largest measured node counts.
-    let per_doubling = match (runs.first(), runs.last()) {
-        (Some(&(n0, s0)), Some(&(n1, s1))) if n1 > n0 => {
-            let ratio = f64::from(n1) / f64::from(n0);
-            ((s1 / s0) / ratio).powf(1.0 / ratio.log2()).min(1.0)
-        }
-        _ => fallback_per_doubling,
+    let base = baseline(&runs, "samples_per_sec")?;
+    let base_per_gpu = per_gpu(base);
+    let total = u64::from(gpus_per_node) * u64::from(nodes);
+    let scale = |efficiency: f64, how| Measured {
+        samples_per_sec: base_per_gpu * total as f64 * efficiency,
+        baseline: base,
+        efficiency,
+        how,
     };
-    let &(k, s) = runs.iter().rev().find(|r| r.0 <= nodes).unwrap_or(&runs[0]);
-    let ratio = f64::from(nodes) / f64::from(k);
-    Some(s * ratio * per_doubling.powf(ratio.log2()))
+    let same_type =
+        |b: &Benchmark| b.provider == o.key.provider && b.instance_type == o.key.instance_type;
+    if let Some(exact) = runs
+        .iter()
+        .find(|b| same_type(b) && b.gpus == gpus_per_node && b.nodes == nodes)
+    {
+        return Some(Measured {
+            samples_per_sec: exact.throughput().0,
+            baseline: base,
+            efficiency: efficiency(exact, base),
+            how: MeasuredHow::Exact,
+        });
+    }
+    // The efficiency at each measured GPU count: this instance type's where it was measured,
+    // else the best other.
+    let mut by_count: BTreeMap<u64, (bool, f64)> = BTreeMap::new();
+    for b in &runs {
+        let candidate = (same_type(b), efficiency(b, base));
+        by_count
+            .entry(b.total_gpus())
+            .and_modify(|e| {
+                if (candidate.0, candidate.1) > (e.0, e.1) {
+                    *e = candidate;
+                }
+            })
+            .or_insert(candidate);
+    }
+    if let Some(&(_, e)) = by_count.get(&total) {
+        return Some(scale(e, MeasuredHow::SameGpuCount));
+    }
+    let below = by_count.range(..total).next_back();
+    let above = by_count.range(total..).next();
+    let log2 = |n: u64| (n as f64).log2();
+    match (below, above) {
+        (Some((&n0, &(_, e0))), Some((&n1, &(_, e1)))) => {
+            let t = (log2(total) - log2(n0)) / (log2(n1) - log2(n0));
+            Some(scale(e0 * (e1 / e0).powf(t), MeasuredHow::Interpolated))
+        }
+        // Fewer GPUs than any measurement: no loss is known below the baseline.
+        (None, Some(_)) => Some(scale(1.0, MeasuredHow::Interpolated)),
+        (Some((&largest, &(_, e_largest))), None) => {
+            let smallest = base.total_gpus();
+            let e = if largest > smallest {
+                let per_doubling = e_largest
+                    .powf(1.0 / (log2(largest) - log2(smallest)))
+                    .min(1.0);
+                e_largest * per_doubling.powf(log2(total) - log2(largest))
+            } else {
+                fallback(base)
+            };
+            Some(scale(e, MeasuredHow::Extrapolated))
+        }
+        (None, None) => None,
+    }
 }
 
 #[cfg(test)]
@@ -252,6 +376,154 @@ mod tests {
         );
     }
 
+    fn p3(id: i64, instance_type: &str, gpus: f64, price: f64) -> Offering {
+        use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey};
+        use crate::core::money::Micros;
+        Offering {
+            id,
+            key: OfferingKey {
+                provider: "aws".into(),
+                region: "us-east-1".into(),
+                zone: String::new(),
+                instance_type: instance_type.into(),
+            },
+            spec: InstanceSpec {
+                gpu: "V100".into(),
+                gpu_count: gpus,
+                gpu_memory_gib: 16.0,
+                vcpus: 8.0 * gpus,
+                memory_gib: 61.0 * gpus,
+                network_gbps: Some(10.0),
+                interconnect: Interconnect::None,
+                local_nvme_gb: Some(0.0),
+                arch: "x86_64".into(),
+            },
+            on_demand: Micros::from_dollars(price).ok(),
+            spot: None,
+            price_observed_at_ms: None,
+        }
+    }
+
+    fn sized(
+        instance_type: &str,
+        gpus: u32,
+        nodes: u32,
+        sps: Option<f64>,
+        step: Option<f64>,
+    ) -> Benchmark {
+        Benchmark {
+            id: i64::from(gpus * 10 + nodes),
+            workload: "resnet".into(),
+            provider: "aws".into(),
+            instance_type: instance_type.into(),
+            gpus,
+            nodes,
+            steps: Some(1000),
+            samples_per_sec: sps,
+            step_time_sec: step,
+            measured_at_ms: 1,
+        }
+    }
+
+    fn p3_catalog(benchmarks: Vec<Benchmark>) -> CatalogSnapshot {
+        CatalogSnapshot::with_benchmarks(
+            Vec::new(),
+            Vec::new(),
+            vec![
+                p3(1, "p3.2xlarge", 1.0, 3.06),
+                p3(2, "p3.8xlarge", 4.0, 12.24),
+                p3(3, "p3.16xlarge", 8.0, 24.48),
+            ],
+            benchmarks,
+        )
+    }
+
+    #[test]
+    fn sizes_on_different_instance_types_compare_per_gpu_against_the_smallest() {
+        // 400 samples/s on one V100, 1400 on four, 2600 on eight: per GPU 400, 350, 325.
+        let catalog = p3_catalog(vec![
+            sized("p3.2xlarge", 1, 1, Some(400.0), None),
+            sized("p3.8xlarge", 4, 1, Some(1400.0), None),
+            sized("p3.16xlarge", 8, 1, Some(2600.0), None),
+        ]);
+        let summary = summarise(&catalog, "ResNet", 0.85);
+        let efficiency: Vec<(String, f64, bool)> = summary
+            .iter()
+            .flat_map(|t| {
+                t.sizes.iter().map(|s| {
+                    (
+                        t.instance_type.clone(),
+                        s.scaling_efficiency,
+                        s.communication_bound,
+                    )
+                })
+            })
+            .collect();
+        assert_eq!(
+            efficiency,
+            vec![
+                ("p3.16xlarge".into(), 0.8125, true),
+                ("p3.2xlarge".into(), 1.0, false),
+                ("p3.8xlarge".into(), 0.875, false),
+            ]
+        );
+        assert!(
+            summary
+                .iter()
+                .all(|t| t.sizes[0].baseline.instance_type == "p3.2xlarge")
+        );
+    }
+
+    #[test]
+    fn step_times_compare_against_the_smallest_gpu_count_too() {
+        // A fixed batch per GPU: 0.5 s on one V100, 0.6 s on four, 0.8 s on eight.
+        let catalog = p3_catalog(vec![
+            sized("p3.2xlarge", 1, 1, None, Some(0.5)),
+            sized("p3.8xlarge", 4, 1, None, Some(0.6)),
+            sized("p3.16xlarge", 8, 1, None, Some(0.8)),
+        ]);
+        let summary = summarise(&catalog, "resnet", 0.8);
+        let e = |t: &str| {
+            summary
+                .iter()
+                .find(|s| s.instance_type == t)
+                .map(|s| s.sizes[0].scaling_efficiency)
+                .unwrap()
+        };
+        assert_eq!(e("p3.2xlarge"), 1.0);
+        assert!((e("p3.8xlarge") - 0.5 / 0.6).abs() < 1e-12);
+        assert_eq!(e("p3.16xlarge"), 0.625);
+    }
+
+    #[test]
+    fn decide_reads_the_same_comparison_at_unmeasured_sizes() {
+        let catalog = p3_catalog(vec![
+            sized("p3.2xlarge", 1, 1, Some(400.0), None),
+            sized("p3.16xlarge", 8, 1, Some(2600.0), None),
+        ]);
+        let p3_8 = catalog.offering(2).unwrap().clone();
+        let m = measured_samples_per_sec(&catalog, "resnet", &p3_8, 1, |_| 0.5).unwrap();
+        // Four GPUs lie between one (1.0) and eight (0.8125): 2 of 3 doublings,
+        // 0.8125^(2/3) = 0.87078; 400 × 4 × that.
+        assert_eq!(m.how, MeasuredHow::Interpolated);
+        assert!((m.efficiency - 0.8125f64.powf(2.0 / 3.0)).abs() < 1e-12);
+        assert!((m.samples_per_sec - 1600.0 * 0.8125f64.powf(2.0 / 3.0)).abs() < 1e-9);
+        // Two p3.16xlarge nodes (16 GPUs): one doubling past 8 at the per-doubling
+        // efficiency from 1 to 8 GPUs, 0.8125^(1/3).
+        let p3_16 = catalog.offering(3).unwrap().clone();
+        let m = measured_samples_per_sec(&catalog, "resnet", &p3_16, 2, |_| 0.5).unwrap();
+        assert_eq!(m.how, MeasuredHow::Extrapolated);
+        assert!((m.efficiency - 0.8125f64.powf(4.0 / 3.0)).abs() < 1e-12);
+        assert!((m.samples_per_sec - 400.0 * 16.0 * 0.8125f64.powf(4.0 / 3.0)).abs() < 1e-9);
+        // Its own size measured: the measurement itself.
+        let m = measured_samples_per_sec(&catalog, "resnet", &p3_16, 1, |_| 0.5).unwrap();
+        assert_eq!((m.how, m.samples_per_sec), (MeasuredHow::Exact, 2600.0));
+        // One size only: the fallback carries it.
+        let one = p3_catalog(vec![sized("p3.2xlarge", 1, 1, Some(400.0), None)]);
+        let m = measured_samples_per_sec(&one, "resnet", &p3_16, 1, |_| 0.9).unwrap();
+        assert_eq!(m.samples_per_sec, 400.0 * 8.0 * 0.9);
+    }
+
     #[test]
     fn step_time_is_steps_per_second() {
         let mut b = run(1, 8, 1.0, 1);
@@ -271,6 +543,9 @@ pub struct PlannedRun {
     /// USD per hour for all nodes, at the market the selection preferred.
     pub price_per_hour_total: f64,
     pub market: Market,
+    /// What the job's workload already measured at this size, compared as `GET
+    /// /v1/benchmarks` compares it; null when not measured yet.
+    pub measured: Option<SizeSummary>,
 }
 
 /// Which three sizes of one family to measure, and for how many steps.
@@ -293,8 +568,20 @@ pub fn plan(
     best: &Offering,
     market: Market,
     steps: u32,
+    workload: Option<&str>,
     fits: impl Fn(u32) -> bool,
 ) -> BenchmarkPlan {
+    let measured = workload
+        .map(|w| summarise(catalog, w, DEFAULT_COMMUNICATION_BOUND_BELOW))
+        .unwrap_or_default();
+    let measured_size = |o: &Offering, nodes: u32| {
+        measured
+            .iter()
+            .filter(|s| s.provider == o.key.provider && s.instance_type == o.key.instance_type)
+            .flat_map(|s| &s.sizes)
+            .find(|s| s.gpus == o.spec.gpu_count as u32 && s.nodes == nodes)
+            .cloned()
+    };
     // The cheapest offering of each whole GPU count of this GPU in this provider and region.
     let mut by_count: BTreeMap<u32, &Offering> = BTreeMap::new();
     for o in catalog.offerings().iter().filter(|o| {
@@ -322,6 +609,7 @@ pub fn plan(
         nodes,
         price_per_hour_total: o.price(market).map_or(0.0, |p| p.dollars()) * f64::from(nodes),
         market,
+        measured: measured_size(o, nodes),
     };
     let mut why = vec![format!(
         "the best candidate is {} {} in {}: measure its GPU ({}) at three sizes",
@@ -343,8 +631,17 @@ pub fn plan(
     };
     why.push(format!(
         "run {steps} fixed steps at each size, record samples_per_sec, and compare throughput per hourly price; \
-         scaling efficiency below {DEFAULT_COMMUNICATION_BOUND_BELOW} marks a size as communication-bound"
+         scaling efficiency is throughput per GPU against the smallest GPU count measured of this GPU model \
+         (on any instance type or node count), and below {DEFAULT_COMMUNICATION_BOUND_BELOW} marks a size as \
+         communication-bound"
     ));
+    let done = runs.iter().filter(|r| r.measured.is_some()).count();
+    if done > 0 {
+        why.push(format!(
+            "{done} of the {} sizes are already measured for this workload",
+            runs.len()
+        ));
+    }
     BenchmarkPlan {
         provider: best.key.provider.clone(),
         region: best.key.region.clone(),

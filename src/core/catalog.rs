@@ -187,6 +187,9 @@ pub struct CatalogSnapshot {
     benchmarks: Vec<Benchmark>,
     /// (lower-case workload, provider, instance type) -> positions in `benchmarks`.
     benchmarks_by_type: HashMap<(String, String, String), Vec<u32>>,
+    /// (lower-case workload, lower-case GPU model) -> positions in `benchmarks`, for the
+    /// measurements whose instance type the catalog knows.
+    benchmarks_by_gpu: HashMap<(String, String), Vec<u32>>,
     /// The store's catalog version these rows were read at; 0 when not from a store.
     version: i64,
 }
@@ -213,6 +216,21 @@ impl CatalogSnapshot {
                 ))
                 .or_default()
                 .push(i as u32);
+        }
+        let mut gpu_of_type: HashMap<(&str, &str), &str> = HashMap::new();
+        for o in &offerings {
+            gpu_of_type
+                .entry((o.key.provider.as_str(), o.key.instance_type.as_str()))
+                .or_insert(o.spec.gpu.as_str());
+        }
+        let mut benchmarks_by_gpu: HashMap<(String, String), Vec<u32>> = HashMap::new();
+        for (i, b) in benchmarks.iter().enumerate() {
+            if let Some(gpu) = gpu_of_type.get(&(b.provider.as_str(), b.instance_type.as_str())) {
+                benchmarks_by_gpu
+                    .entry((b.workload.to_lowercase(), gpu.to_lowercase()))
+                    .or_default()
+                    .push(i as u32);
+            }
         }
         let mut order: Vec<u32> = (0..offerings.len() as u32).collect();
         order.sort_by_key(|&i| list_sort_key(&offerings[i as usize]));
@@ -251,6 +269,7 @@ impl CatalogSnapshot {
             gpu_of,
             benchmarks,
             benchmarks_by_type,
+            benchmarks_by_gpu,
             version: 0,
         }
     }
@@ -315,6 +334,46 @@ impl CatalogSnapshot {
             .into_iter()
             .flatten()
             .map(|&i| &self.benchmarks[i as usize])
+    }
+
+    /// Measurements of `workload` (case-insensitive) on any instance type of one GPU model.
+    pub fn benchmarks_of_gpu<'a>(
+        &'a self,
+        workload: &str,
+        gpu: &str,
+    ) -> impl Iterator<Item = &'a Benchmark> + 'a {
+        self.benchmarks_by_gpu
+            .get(&(workload.to_lowercase(), gpu.to_lowercase()))
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.benchmarks[i as usize])
+    }
+
+    /// The GPU model of an instance type, from any of its offerings.
+    pub fn gpu_of_instance_type(&self, provider: &str, instance_type: &str) -> Option<&str> {
+        self.offerings_of(provider, instance_type)
+            .next()
+            .map(|o| o.spec.gpu.as_str())
+    }
+
+    /// GPU model names the catalog knows, from its offerings and its datasheet facts, sorted
+    /// and without case duplicates.
+    pub fn gpu_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .by_gpu
+            .values()
+            .filter_map(|positions| positions.first())
+            .map(|&i| self.offerings[i as usize].spec.gpu.as_str())
+            .chain(self.gpus.iter().map(|g| g.name.as_str()))
+            .collect();
+        names.sort_by_key(|n| n.to_lowercase());
+        names.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+        names
+    }
+
+    /// Whether `name` is a GPU model of the catalog (case-insensitive).
+    pub fn knows_gpu(&self, name: &str) -> bool {
+        self.by_gpu.contains_key(&name.to_lowercase()) || self.gpu(name).is_some()
     }
 
     /// Whether any measurement of `workload` exists, to skip lookups for unmeasured jobs.

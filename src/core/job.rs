@@ -24,6 +24,16 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// The name requests use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fp32 => "fp32",
+            Self::Bf16 => "bf16",
+            Self::Fp16 => "fp16",
+            Self::Fp8 => "fp8",
+        }
+    }
+
     pub fn weight_bytes(self) -> f64 {
         match self {
             Self::Fp32 => 4.0,
@@ -55,6 +65,19 @@ pub enum Sharding {
     Zero3,
     /// PyTorch FSDP (full sharding): as ZeRO-3.
     Fsdp,
+}
+
+impl Sharding {
+    /// What is split across the GPUs, in words; `None` when nothing is.
+    pub fn what_is_split(self) -> Option<&'static str> {
+        match self {
+            Self::None => None,
+            Self::Zero1 => Some("ZeRO-1 splits the optimizer states"),
+            Self::Zero2 => Some("ZeRO-2 splits the optimizer states and gradients"),
+            Self::Zero3 => Some("ZeRO-3 splits all model states"),
+            Self::Fsdp => Some("FSDP splits all model states"),
+        }
+    }
 }
 
 /// Bytes per parameter of each kind of model state.
@@ -193,7 +216,7 @@ pub enum Work {
     },
     /// Transformer training tokens: 6 × params × tokens FLOPs.
     Tokens { tokens: f64, params: f64 },
-    /// So many hours on one reference GPU at the assumed utilisation.
+    /// So many hours on one reference GPU at the utilisation the model gives it.
     ReferenceHours { hours: f64, gpu: String },
     /// Not given: candidates are ranked by price and throughput only.
     Unknown,
@@ -216,6 +239,17 @@ pub enum Objective {
     Fastest,
     /// Most throughput per unit of hourly price.
     BestValue,
+}
+
+impl Objective {
+    /// What candidates are ranked by, in words.
+    pub fn ranked_by(self) -> &'static str {
+        match self {
+            Self::Cheapest => "least estimated cost",
+            Self::Fastest => "soonest done",
+            Self::BestValue => "most throughput per hourly dollar",
+        }
+    }
 }
 
 /// A validated job profile.
@@ -246,12 +280,42 @@ pub struct Job {
     pub require_fast_interconnect: bool,
     pub objective: Objective,
     pub top_k: usize,
-    /// Share of datasheet dense TFLOPS a real training step reaches.
-    pub utilisation: f64,
+    /// Share of datasheet dense TFLOPS one GPU reaches, when the job states it; otherwise
+    /// the calibrated model of [`super::estimate`] gives it per configuration.
+    pub utilisation: Option<f64>,
+    /// Minutes from launch to a training node, when the job states it; otherwise the
+    /// provider's default ([`super::terms::default_startup_min`]).
+    pub startup_min: Option<f64>,
 }
 
-/// Utilisation of datasheet TFLOPS assumed when the request does not say.
-pub const DEFAULT_UTILISATION: f64 = 0.4;
+/// Where the model size the utilisation depends on came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeFrom {
+    /// `params_billion`.
+    Given,
+    /// Derived from `gpu_memory_gib_min` at 16 bytes per parameter (mixed-precision Adam).
+    Memory,
+    /// Neither was given: a 1-billion-parameter model is assumed.
+    Assumed,
+}
+
+/// The model size assumed when a job states neither its parameters nor its memory.
+pub const ASSUMED_PARAMS: f64 = 1e9;
+/// Bytes per parameter used to turn a stated memory need into a model size.
+pub const BYTES_PER_PARAM_FOR_SIZE: f64 = 16.0;
+
+/// CUDA context and library workspaces (cuBLAS, cuDNN, NCCL) held on every GPU before the
+/// job's own tensors, GiB.
+pub const CUDA_CONTEXT_GIB: f64 = 1.0;
+/// Share of a GPU's memory the caching allocator loses to fragmentation.
+pub const ALLOCATOR_OVERHEAD: f64 = 0.05;
+
+/// The memory of a GPU of `gpu_memory_gib` that the job's tensors can use: less the CUDA
+/// context and the allocator's overhead.
+pub fn usable_gib(gpu_memory_gib: f64) -> f64 {
+    (gpu_memory_gib * (1.0 - ALLOCATOR_OVERHEAD) - CUDA_CONTEXT_GIB).max(0.0)
+}
 /// Activation reserve on top of model states when the request gives neither figure.
 pub const DEFAULT_ACTIVATION_RESERVE: f64 = 0.2;
 /// Minutes to resume from a checkpoint after an interruption, when not given.
@@ -285,8 +349,30 @@ impl Default for Job {
             require_fast_interconnect: true,
             objective: Objective::Cheapest,
             top_k: 5,
-            utilisation: DEFAULT_UTILISATION,
+            utilisation: None,
+            startup_min: None,
         }
+    }
+}
+
+impl Job {
+    /// The model size the utilisation model reads, and where it came from.
+    pub fn model_size(&self) -> (f64, SizeFrom) {
+        match (&self.memory, &self.work) {
+            (MemoryNeed::Model { params, .. }, _) | (_, Work::Tokens { params, .. }) => {
+                (*params, SizeFrom::Given)
+            }
+            (MemoryNeed::Fixed { gib_per_gpu }, _) if *gib_per_gpu > 0.0 => (
+                (gib_per_gpu * GIB / BYTES_PER_PARAM_FOR_SIZE).max(1e6),
+                SizeFrom::Memory,
+            ),
+            _ => (ASSUMED_PARAMS, SizeFrom::Assumed),
+        }
+    }
+
+    /// Whether more nodes than needed may be considered: only to finish sooner.
+    pub fn spreads_for_speed(&self) -> bool {
+        self.objective == Objective::Fastest
     }
 }
 
@@ -312,6 +398,36 @@ mod tests {
             StateBytes::of(Precision::Bf16, Optimizer::None).total(),
             2.0
         );
+    }
+
+    #[test]
+    fn the_usable_memory_leaves_the_cuda_context_and_the_allocator_overhead() {
+        // 80 GiB × 0.95 - 1 GiB = 75 GiB; 16 GiB × 0.95 - 1 = 14.2 GiB.
+        assert_eq!(usable_gib(80.0), 75.0);
+        assert!((usable_gib(16.0) - 14.2).abs() < 1e-12);
+        assert_eq!(usable_gib(0.5), 0.0);
+    }
+
+    #[test]
+    fn the_model_size_comes_from_params_then_memory_then_an_assumption() {
+        let given = Job {
+            memory: MemoryNeed::Model {
+                params: 2.5e7,
+                bytes: StateBytes::of(Precision::Bf16, Optimizer::Adamw),
+                sharding: Sharding::None,
+                activation_gib: None,
+                activation_reserve: 0.2,
+            },
+            ..Job::default()
+        };
+        assert_eq!(given.model_size(), (2.5e7, SizeFrom::Given));
+        let memory = Job {
+            memory: MemoryNeed::Fixed { gib_per_gpu: 16.0 },
+            ..Job::default()
+        };
+        // 16 GiB at 16 bytes per parameter: 2^30 parameters.
+        assert_eq!(memory.model_size(), (GIB, SizeFrom::Memory));
+        assert_eq!(Job::default().model_size(), (1e9, SizeFrom::Assumed));
     }
 
     #[test]

@@ -1,26 +1,26 @@
 //! Which instance for this job: every offering × node count × market is checked against the
-//! job's constraints, estimated (throughput, hours, cost, interruptions), and ranked by the
-//! objective. Pure: the catalog snapshot, spot risk and job in; a decision with reasons out.
+//! job's constraints, estimated (throughput, hours with start-up, billed cost,
+//! interruptions), and ranked by the objective. Pure: the catalog snapshot, spot risk and job
+//! in; a decision with reasons out. The words people read are in [`explain`].
+
+mod explain;
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use super::benchmark::measured_samples_per_sec;
+use super::benchmark::{Benchmark, MeasuredHow, measured_samples_per_sec};
 use super::catalog::{CatalogSnapshot, GpuFacts, Interconnect, Market, Offering};
-use super::decision::{
-    Assumptions, Candidate, InstanceDecision, Profile, RejectReason, Rejections, Suggestion,
-    ThroughputSource,
-};
-use super::job::{DataLayout, Job, MemoryNeed, Objective, Precision, Work};
-use super::spot::{RateSource, SpotRisk, stretch};
+use super::decision::{InstanceDecision, RejectReason, Rejections, ThroughputSource};
+use super::estimate::{Estimate, Setup, estimate, fabric_per_doubling};
+use super::job::{DataLayout, Job, Work, usable_gib};
+use super::spot::{RateSource, SpotRisk, loss_per_interruption_hours, stretch};
+use super::terms::{Billing, default_startup_min};
 
-/// Efficiency per doubling of nodes, by fabric. Measured scaling replaces these once
-/// benchmarks exist for a workload.
-pub const FAST_FABRIC_EFFICIENCY: f64 = 0.92;
-pub const TCPX_EFFICIENCY: f64 = 0.88;
-pub const ETHERNET_EFFICIENCY: f64 = 0.6;
-/// Within a node, GPUs without NVLink lose some of their speed to PCIe all-reduce.
-pub const PCIE_MULTI_GPU_EFFICIENCY: f64 = 0.9;
+pub use super::estimate::{
+    ETHERNET_EFFICIENCY, FAST_FABRIC_EFFICIENCY, PCIE_MULTI_GPU_EFFICIENCY, TCPX_EFFICIENCY,
+    gpu_tflops,
+};
+
 /// Multi-node training wants at least this much network per node.
 pub const MIN_FABRIC_GBPS: f64 = 100.0;
 const EXAMPLES_PER_REASON: usize = 3;
@@ -59,9 +59,23 @@ impl RejectTally {
 /// What would have made rejected configurations pass, for the suggestions.
 #[derive(Default)]
 struct NearMisses {
-    largest_gpu_memory_gib: f64,
+    /// The most usable memory per GPU among GPUs the job may use (every filter but memory
+    /// passed), the GPU's own memory, and its name.
+    largest: Option<(f64, f64, String)>,
     fastest_hours: Option<f64>,
     cheapest_cost: Option<f64>,
+    /// GPUs without bf16 that a bf16 job was refused on.
+    without_bf16: Vec<String>,
+    /// GPUs with no datasheet facts and no benchmark, refused for a job that states work.
+    without_facts: Vec<String>,
+    /// Work in samples without FLOPs per sample, on GPUs with datasheet facts only.
+    needs_flops_per_sample: bool,
+}
+
+fn note_gpu(list: &mut Vec<String>, gpu: &str) {
+    if !list.iter().any(|g| g.eq_ignore_ascii_case(gpu)) {
+        list.push(gpu.to_string());
+    }
 }
 
 fn matches_any(list: &[String], value: &str) -> bool {
@@ -108,39 +122,24 @@ fn fabric_ok(o: &Offering) -> bool {
     fast && o.spec.network_gbps.is_none_or(|g| g >= MIN_FABRIC_GBPS)
 }
 
-/// Scaling efficiency of `nodes` nodes of `gpus` GPUs each.
-/// Efficiency per doubling of nodes on this offering's fabric.
-fn fabric_per_doubling(o: &Offering) -> f64 {
-    match o.spec.interconnect {
-        Interconnect::Efa | Interconnect::Infiniband | Interconnect::Roce => FAST_FABRIC_EFFICIENCY,
-        Interconnect::GpudirectTcpx => TCPX_EFFICIENCY,
-        Interconnect::None => ETHERNET_EFFICIENCY,
-    }
+/// The datasheet estimate of a reference GPU running alone, for work given in reference
+/// hours.
+fn reference_estimate(job: &Job, catalog: &CatalogSnapshot, gpu: &str) -> Option<Estimate> {
+    let facts = catalog.gpu(gpu)?;
+    estimate(
+        job.model_size().0,
+        Setup {
+            facts,
+            precision: job.precision,
+            gpus_per_node: 1,
+            nodes: 1,
+            interconnect: Interconnect::None,
+        },
+        job.utilisation,
+    )
 }
 
-fn scaling_efficiency(o: &Offering, facts: &GpuFacts, nodes: u32) -> f64 {
-    let intra = if o.spec.gpu_count > 1.0 && facts.gpu_link_gbps <= 0.0 {
-        PCIE_MULTI_GPU_EFFICIENCY
-    } else {
-        1.0
-    };
-    if nodes <= 1 {
-        return intra;
-    }
-    intra * fabric_per_doubling(o).powf(f64::from(nodes).log2())
-}
-
-/// Per-GPU dense throughput at the job's precision, TFLOPS.
-fn gpu_tflops(facts: &GpuFacts, precision: Precision) -> Option<f64> {
-    match precision {
-        Precision::Fp32 => Some(facts.fp32_tflops),
-        Precision::Bf16 if !facts.bf16_supported => None,
-        // FP8 is counted at the 16-bit rate: a conservative floor where FP8 tensor cores exist.
-        Precision::Bf16 | Precision::Fp16 | Precision::Fp8 => Some(facts.fp16_bf16_dense_tflops),
-    }
-}
-
-/// Throughput in the work's unit, and the estimated hours when the amount of work is known.
+/// Throughput in the work's unit, and the run's hours when the amount of work is known.
 fn work_rate(
     job: &Job,
     effective_tflops: f64,
@@ -160,9 +159,8 @@ fn work_rate(
             (rate, "tokens_per_sec", Some(tokens / rate / 3600.0))
         }
         Work::ReferenceHours { hours, gpu } => {
-            let reference = catalog.gpu(gpu)?;
-            let reference_tflops = gpu_tflops(reference, job.precision)? * job.utilisation;
-            let rate = effective_tflops / reference_tflops;
+            let reference = reference_estimate(job, catalog, gpu)?.effective_tflops(1.0);
+            let rate = effective_tflops / reference;
             (rate, "reference_gpus", Some(hours / rate))
         }
         Work::Unknown => (effective_tflops, "effective_tflops", None),
@@ -177,52 +175,79 @@ fn total_flops(job: &Job, catalog: &CatalogSnapshot) -> Option<f64> {
             flops_per_sample,
         } => Some(total * (*flops_per_sample)?),
         Work::Tokens { tokens, params } => Some(6.0 * params * tokens),
-        Work::ReferenceHours { hours, gpu } => {
-            let facts = catalog.gpu(gpu)?;
-            Some(hours * 3600.0 * gpu_tflops(facts, job.precision)? * 1e12 * job.utilisation)
-        }
+        Work::ReferenceHours { hours, gpu } => Some(
+            hours * 3600.0 * reference_estimate(job, catalog, gpu)?.effective_tflops(1.0) * 1e12,
+        ),
         Work::Unknown => None,
     }
 }
 
-/// A feasible configuration, kept small and allocation-free during the scan; only the top
-/// `top_k` become [`Candidate`]s with names and reasons.
+/// How the throughput of a configuration was reached.
 #[derive(Debug, Clone, Copy)]
-struct Scored {
+enum Basis<'a> {
+    Measured {
+        how: MeasuredHow,
+        baseline: &'a Benchmark,
+        efficiency: f64,
+    },
+    Datasheet(Estimate),
+    /// No facts and no benchmark: ranked by price only.
+    Unknown,
+}
+
+/// A feasible configuration, kept small and allocation-free during the scan; only the top
+/// `top_k` become candidates with names and reasons.
+#[derive(Debug, Clone, Copy)]
+struct Scored<'a> {
     position: usize,
     offering_id: i64,
     nodes: u32,
     market: Market,
     degree: u32,
     need: f64,
-    per_gpu_tflops: f64,
-    efficiency: f64,
-    source: ThroughputSource,
-    rate: f64,
+    usable: f64,
+    basis: Basis<'a>,
+    rate: Option<f64>,
     unit: &'static str,
+    startup_min: f64,
+    /// Start-up plus the run, stretched on spot.
     hours: Option<f64>,
+    billed_hours: Option<f64>,
     cost: Option<f64>,
     interruptions: f64,
-    /// Interruptions per node-hour, their source, and the factor they stretch time by.
+    /// Interruptions per node-hour, their source, and the factor they stretch the run by.
     spot_rate: Option<(f64, RateSource, f64)>,
     node_price: f64,
     total_price: f64,
 }
 
-impl Scored {
+impl Scored<'_> {
     /// Throughput per hourly dollar; on spot, net of the work interruptions make redo.
-    fn value(&self) -> f64 {
+    fn value(&self) -> Option<f64> {
         let factor = self.spot_rate.map_or(1.0, |(_, _, f)| f);
-        self.rate / factor / self.total_price
+        Some(self.rate? / factor / self.total_price)
+    }
+
+    fn source(&self) -> ThroughputSource {
+        match self.basis {
+            Basis::Measured { .. } => ThroughputSource::Benchmark,
+            Basis::Datasheet(_) => ThroughputSource::Datasheet,
+            Basis::Unknown => ThroughputSource::Unknown,
+        }
     }
 }
 
-/// The sort key of a configuration under the objective; lower is better.
+/// The sort key of a configuration under the objective; lower is better. Configurations
+/// whose throughput is unknown sort after the others, by price.
 fn objective_key(job: &Job, c: &Scored) -> (f64, f64) {
+    use super::job::Objective;
     match job.objective {
         Objective::Cheapest => (c.cost.unwrap_or(c.total_price), c.hours.unwrap_or(0.0)),
-        Objective::Fastest => (c.hours.unwrap_or(-c.rate), c.cost.unwrap_or(c.total_price)),
-        Objective::BestValue => (-c.value(), c.total_price),
+        Objective::Fastest => (
+            c.hours.or(c.rate.map(|r| -r)).unwrap_or(f64::INFINITY),
+            c.cost.unwrap_or(c.total_price),
+        ),
+        Objective::BestValue => (c.value().map_or(f64::INFINITY, |v| -v), c.total_price),
     }
 }
 
@@ -233,6 +258,98 @@ fn compare(job: &Job, a: &Scored, b: &Scored) -> Ordering {
         .then(a.offering_id.cmp(&b.offering_id))
         .then(a.nodes.cmp(&b.nodes))
         .then(a.market.cmp(&b.market))
+}
+
+/// The throughput of one offering at one node count, before markets.
+struct Throughput<'a> {
+    basis: Basis<'a>,
+    rate: Option<f64>,
+    unit: &'static str,
+    run_hours: Option<f64>,
+}
+
+/// Measured throughput where the job's workload was measured on this GPU model, else the
+/// datasheet estimate, else (for a job with no work) unknown. `None` (with the reason
+/// noted) when the job's work cannot be estimated here.
+fn throughput<'a>(
+    catalog: &'a CatalogSnapshot,
+    job: &Job,
+    o: &Offering,
+    facts: Option<&GpuFacts>,
+    measured_workload: Option<&str>,
+    nodes: u32,
+    near: &mut NearMisses,
+) -> Option<Throughput<'a>> {
+    let params = job.model_size().0;
+    let gpus_per_node = o.spec.gpu_count as u32;
+    let setup = |facts, gpus_per_node, nodes| Setup {
+        facts,
+        precision: job.precision,
+        gpus_per_node,
+        nodes,
+        interconnect: o.spec.interconnect,
+    };
+    // With a single measured size, the datasheet model's scaling (or the fabric's) carries
+    // it to other sizes.
+    let fallback = |base: &Benchmark| match facts {
+        Some(f) => {
+            let to = estimate(params, setup(f, gpus_per_node, nodes), None);
+            let from = estimate(params, setup(f, base.gpus, base.nodes), None);
+            match (to, from) {
+                (Some(to), Some(from)) if from.scaling > 0.0 => to.scaling / from.scaling,
+                _ => 1.0,
+            }
+        }
+        None => fabric_per_doubling(o.spec.interconnect).powf(
+            (f64::from(nodes) / f64::from(base.nodes.max(1)))
+                .log2()
+                .max(0.0),
+        ),
+    };
+    if let Some(m) =
+        measured_workload.and_then(|w| measured_samples_per_sec(catalog, w, o, nodes, fallback))
+    {
+        let run_hours = match &job.work {
+            Work::Samples { total, .. } => Some(total / m.samples_per_sec / 3600.0),
+            _ => None,
+        };
+        return Some(Throughput {
+            basis: Basis::Measured {
+                how: m.how,
+                baseline: m.baseline,
+                efficiency: m.efficiency,
+            },
+            rate: Some(m.samples_per_sec),
+            unit: "samples_per_sec",
+            run_hours,
+        });
+    }
+    match facts {
+        Some(f) => {
+            let e = estimate(params, setup(f, gpus_per_node, nodes), job.utilisation)?;
+            let gpus = f64::from(gpus_per_node) * f64::from(nodes);
+            let Some((rate, unit, run_hours)) = work_rate(job, e.effective_tflops(gpus), catalog)
+            else {
+                if matches!(job.work, Work::Samples { .. }) {
+                    near.needs_flops_per_sample = true;
+                }
+                return None;
+            };
+            Some(Throughput {
+                basis: Basis::Datasheet(e),
+                rate: Some(rate),
+                unit,
+                run_hours,
+            })
+        }
+        None if matches!(job.work, Work::Unknown) => Some(Throughput {
+            basis: Basis::Unknown,
+            rate: None,
+            unit: "effective_tflops",
+            run_hours: None,
+        }),
+        None => None,
+    }
 }
 
 /// Chooses instances for `job` from `catalog`.
@@ -254,10 +371,10 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
 
     for (position, o) in catalog.offerings().iter().enumerate() {
         considered += (nodes.len() * markets.len()) as u64;
-        let reject_all = |reason: RejectReason, rejected: &mut RejectTally| {
+        let reject_all = |reason: RejectReason, rejected: &mut RejectTally, why: &str| {
             for &n in &nodes {
                 for m in markets {
-                    rejected.add(reason, || label(o, n, m));
+                    rejected.add(reason, || format!("{}{why}", label(o, n, m)));
                 }
             }
         };
@@ -267,18 +384,17 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
             && matches_any(&job.gpus, &o.spec.gpu)
             && (job.exclude_gpus.is_empty() || !matches_any(&job.exclude_gpus, &o.spec.gpu)))
         {
-            reject_all(RejectReason::FilteredByConstraint, &mut rejected);
+            reject_all(RejectReason::FilteredByConstraint, &mut rejected, "");
             continue;
         }
         if o.spec.gpu_count < 1.0 {
-            reject_all(RejectReason::FractionalGpu, &mut rejected);
+            reject_all(RejectReason::FractionalGpu, &mut rejected, "");
             continue;
         }
         if o.spec.gpu_count < job.gpus_per_node_min {
-            reject_all(RejectReason::TooFewGpusPerNode, &mut rejected);
+            reject_all(RejectReason::TooFewGpusPerNode, &mut rejected, "");
             continue;
         }
-        near.largest_gpu_memory_gib = near.largest_gpu_memory_gib.max(o.spec.gpu_memory_gib);
         // Many small files want the dataset on local NVMe: present, and large enough when the
         // dataset's size is given (GiB to the providers' GB).
         let dataset_gb = job.dataset_gib.unwrap_or(0.0) * 1.073_741_824;
@@ -287,30 +403,50 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                 .local_nvme_gb
                 .is_none_or(|gb| gb <= 0.0 || gb < dataset_gb)
         {
-            reject_all(RejectReason::NoLocalNvme, &mut rejected);
+            reject_all(RejectReason::NoLocalNvme, &mut rejected, "");
             continue;
         }
         let facts = catalog.gpu_facts_of(position);
-        let datasheet = facts.and_then(|f| gpu_tflops(f, job.precision).map(|t| (f, t)));
         let measured_workload = measured_workload.filter(|w| {
             catalog
-                .benchmarks_for(w, &o.key.provider, &o.key.instance_type)
-                .next()
-                .is_some()
+                .benchmarks_of_gpu(w, &o.spec.gpu)
+                .any(|b| b.samples_per_sec.is_some())
         });
+        let datasheet = facts.filter(|f| gpu_tflops(f, job.precision).is_some());
         if datasheet.is_none() && measured_workload.is_none() {
-            let reason = if facts.is_some() {
-                RejectReason::PrecisionUnsupported
-            } else {
-                RejectReason::NoThroughputData
-            };
-            reject_all(reason, &mut rejected);
-            continue;
+            if facts.is_some() {
+                note_gpu(&mut near.without_bf16, &o.spec.gpu);
+                reject_all(
+                    RejectReason::PrecisionUnsupported,
+                    &mut rejected,
+                    &format!(": {} has no bf16", o.spec.gpu),
+                );
+                continue;
+            }
+            if !matches!(job.work, Work::Unknown) {
+                note_gpu(&mut near.without_facts, &o.spec.gpu);
+                reject_all(
+                    RejectReason::NoThroughputData,
+                    &mut rejected,
+                    &format!(": no datasheet TFLOPS for {} and no benchmark", o.spec.gpu),
+                );
+                continue;
+            }
+        }
+        let usable = usable_gib(o.spec.gpu_memory_gib);
+        if near.largest.as_ref().is_none_or(|(u, _, _)| usable > *u) {
+            near.largest = Some((usable, o.spec.gpu_memory_gib, o.spec.gpu.clone()));
         }
         let gpus_per_node = o.spec.gpu_count;
-        // A job that fits on one node runs there: more nodes only add communication.
+        // A job that fits on one node runs there (more nodes only add communication), unless
+        // it is in a hurry.
         let one_node_fits = job.nodes_min == 1
-            && job.memory.gib_per_gpu(gpus_per_node as u32) <= o.spec.gpu_memory_gib;
+            && !job.spreads_for_speed()
+            && job.memory.gib_per_gpu(gpus_per_node as u32) <= usable;
+        let billing = Billing::for_provider(&o.key.provider);
+        let startup_min = job
+            .startup_min
+            .unwrap_or_else(|| default_startup_min(&o.key.provider));
         for &n in &nodes {
             if n > 1 && one_node_fits {
                 for m in markets {
@@ -320,11 +456,11 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
             }
             let degree = (gpus_per_node as u32).saturating_mul(n);
             let need = job.memory.gib_per_gpu(degree);
-            if need > o.spec.gpu_memory_gib {
+            if need > usable {
                 for m in markets {
                     rejected.add(RejectReason::MemoryDoesNotFit, || {
                         format!(
-                            "{}: needs {need:.1} GiB per GPU, has {:.1}",
+                            "{}: needs {need:.1} GiB per GPU, {usable:.1} of {:.1} usable",
                             label(o, n, m),
                             o.spec.gpu_memory_gib
                         )
@@ -340,43 +476,8 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                 }
                 continue;
             }
-            let measured = measured_workload
-                .and_then(|w| measured_samples_per_sec(catalog, w, o, n, fabric_per_doubling(o)));
-            let (rate, unit, hours, source, per_gpu_tflops, efficiency) = if let Some(sps) =
-                measured
-            {
-                let hours = match &job.work {
-                    Work::Samples { total, .. } => Some(total / sps / 3600.0),
-                    _ => None,
-                };
-                (
-                    sps,
-                    "samples_per_sec",
-                    hours,
-                    ThroughputSource::Benchmark,
-                    0.0,
-                    1.0,
-                )
-            } else if let Some((facts, per_gpu_tflops)) = datasheet {
-                let efficiency = scaling_efficiency(o, facts, n);
-                let effective_tflops =
-                    per_gpu_tflops * job.utilisation * gpus_per_node * f64::from(n) * efficiency;
-                let Some((rate, unit, hours)) = work_rate(job, effective_tflops, catalog) else {
-                    for m in markets {
-                        rejected.add(RejectReason::NoThroughputData, || label(o, n, m));
-                    }
-                    continue;
-                };
-                (
-                    rate,
-                    unit,
-                    hours,
-                    ThroughputSource::Datasheet,
-                    per_gpu_tflops,
-                    efficiency,
-                )
-            } else {
-                // Measured at other GPU counts only: nothing to scale from.
+            let Some(t) = throughput(catalog, job, o, datasheet, measured_workload, n, &mut near)
+            else {
                 for m in markets {
                     rejected.add(RejectReason::NoThroughputData, || label(o, n, m));
                 }
@@ -387,8 +488,8 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                     rejected.add(RejectReason::NoPrice, || label(o, n, market));
                     continue;
                 };
-                let (hours, interruptions, spot_rate) = match market {
-                    Market::OnDemand => (hours, 0.0, None),
+                let (run_hours, interruptions, spot_rate) = match market {
+                    Market::OnDemand => (t.run_hours, 0.0, None),
                     Market::Spot => {
                         let Some(checkpoint) =
                             job.checkpoint_interval_min.filter(|_| job.spot_allowed)
@@ -402,14 +503,15 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                             RateSource::Advisor => rate_sources.0 = true,
                             RateSource::ProviderDefault => rate_sources.1 = true,
                         }
-                        // The stretch is proportional, so an hour stands in for unknown work.
-                        let Some((stretched, expected)) = stretch(
-                            hours.unwrap_or(1.0),
-                            per_hour,
-                            n,
+                        let loss = loss_per_interruption_hours(
+                            t.run_hours,
                             checkpoint,
                             job.restart_overhead_min,
-                        ) else {
+                        );
+                        // Unknown work: the stretch of an hour stands in for the factor.
+                        let Some((stretched, expected)) =
+                            stretch(t.run_hours.unwrap_or(1.0), per_hour, n, loss)
+                        else {
                             rejected.add(RejectReason::SpotNotAllowed, || {
                                 format!(
                                     "{}: interruptions would cost half the run or more",
@@ -418,7 +520,7 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                             });
                             continue;
                         };
-                        match hours {
+                        match t.run_hours {
                             Some(h) => (
                                 Some(stretched),
                                 expected,
@@ -436,7 +538,9 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                     });
                     continue;
                 }
-                let cost = hours.map(|h| h * total_price);
+                let hours = run_hours.map(|h| h + startup_min / 60.0);
+                let billed_hours = hours.map(|h| billing.billed_hours(h));
+                let cost = billed_hours.map(|h| h * total_price);
                 if let (Some(deadline), Some(h)) = (job.deadline_hours, hours)
                     && h > deadline
                 {
@@ -462,12 +566,13 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
                     market,
                     degree,
                     need,
-                    per_gpu_tflops,
-                    efficiency,
-                    source,
-                    rate,
-                    unit,
+                    usable,
+                    basis: t.basis,
+                    rate: t.rate,
+                    unit: t.unit,
+                    startup_min,
                     hours,
+                    billed_hours,
                     cost,
                     interruptions,
                     spot_rate,
@@ -489,12 +594,12 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
     let candidates = feasible
         .iter()
         .enumerate()
-        .map(|(i, s)| candidate(catalog, job, s, i + 1, feasible_count, best_key))
+        .map(|(i, s)| explain::candidate(catalog, job, s, i + 1, feasible_count, best_key))
         .collect::<Vec<_>>();
 
     let memory_rejections = rejected.count(RejectReason::MemoryDoesNotFit);
     let suggestions = if candidates.is_empty() {
-        suggest(job, &near, memory_rejections)
+        explain::suggest(job, &near, memory_rejections)
     } else {
         Vec::new()
     };
@@ -503,18 +608,8 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
         - rejected.count(RejectReason::FilteredByConstraint)
         - rejected.count(RejectReason::FractionalGpu)
         - rejected.count(RejectReason::TooFewGpusPerNode);
-    let profile = profile(job, catalog, memory_rejections, allowed);
-    let mut interruption_rates = Vec::new();
-    if rate_sources.0 {
-        interruption_rates.push(
-            "AWS Spot Advisor bucket midpoints / 730 h (bundled snapshot, early 2024)".into(),
-        );
-    }
-    if rate_sources.1 {
-        interruption_rates.push(
-            "provider defaults per node-hour: aws 12.5 %/month, gcp/azure/nebius 15 %/month, vast 30 %/month (assumed)".into(),
-        );
-    }
+    let profile = explain::profile(job, total_flops(job, catalog), memory_rejections, allowed);
+    let assumptions = explain::assumptions(catalog, job, &feasible, rate_sources);
     InstanceDecision {
         candidates,
         considered,
@@ -522,174 +617,6 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
         profile,
         rejected: rejected.into_list(),
         suggestions,
-        assumptions: Assumptions {
-            utilisation: job.utilisation,
-            fast_fabric_efficiency_per_doubling: FAST_FABRIC_EFFICIENCY,
-            tcpx_efficiency_per_doubling: TCPX_EFFICIENCY,
-            ethernet_efficiency_per_doubling: ETHERNET_EFFICIENCY,
-            pcie_multi_gpu_efficiency: PCIE_MULTI_GPU_EFFICIENCY,
-            interruption_rates,
-            restart_overhead_min: job.restart_overhead_min,
-        },
+        assumptions,
     }
-}
-
-/// Names, numbers and reasons of one ranked configuration.
-fn candidate(
-    catalog: &CatalogSnapshot,
-    job: &Job,
-    s: &Scored,
-    rank: usize,
-    of: u64,
-    best_key: Option<f64>,
-) -> Candidate {
-    let o = &catalog.offerings()[s.position];
-    let key = objective_key(job, s).0;
-    let what = match job.objective {
-        Objective::Cheapest if s.cost.is_some() => format!("estimated cost ${key:.2}"),
-        Objective::Cheapest => format!("${key:.2} per hour (no amount of work given)"),
-        Objective::Fastest if s.hours.is_some() => format!("{key:.2} estimated hours"),
-        Objective::Fastest => format!("{:.1} {} throughput", -key, s.unit),
-        Objective::BestValue => format!("{:.3} {} per $/h", -key, s.unit),
-    };
-    let gap = match best_key {
-        Some(best) if rank > 1 => format!(", {:+.2} against #1", key - best),
-        _ => String::new(),
-    };
-    let mut reasons = vec![
-        format!("rank {rank} of {of} by {:?}: {what}{gap}", job.objective),
-        format!(
-            "fits: needs {:.1} GiB of {:.1} GiB per GPU ({} GPUs share the model states)",
-            s.need, o.spec.gpu_memory_gib, s.degree
-        ),
-        match s.source {
-            ThroughputSource::Benchmark => format!(
-                "throughput measured: {:.1} samples/s for workload `{}` at {} nodes (scaled from the nearest measured node count when not measured at this one)",
-                s.rate,
-                job.workload.as_deref().unwrap_or_default(),
-                s.nodes
-            ),
-            ThroughputSource::Datasheet => format!(
-                "throughput from datasheet: {} TFLOPS × {} utilisation × {} GPUs × {} nodes × {:.3} scaling",
-                s.per_gpu_tflops, job.utilisation, o.spec.gpu_count, s.nodes, s.efficiency
-            ),
-        },
-    ];
-    if let Some((per_hour, source, factor)) = s.spot_rate {
-        let origin = match source {
-            RateSource::Advisor => "AWS Spot Advisor",
-            RateSource::ProviderDefault => "provider default",
-        };
-        reasons.push(format!(
-            "spot: {per_hour:.5} interruptions per node-hour ({origin}), {:.2} expected over the run, time ×{factor:.4}",
-            s.interruptions
-        ));
-    }
-    Candidate {
-        rank,
-        offering_id: o.id,
-        provider: o.key.provider.clone(),
-        region: o.key.region.clone(),
-        zone: (!o.key.zone.is_empty()).then(|| o.key.zone.clone()),
-        instance_type: o.key.instance_type.clone(),
-        gpu: o.spec.gpu.clone(),
-        gpus_per_node: o.spec.gpu_count,
-        nodes: s.nodes,
-        market: s.market,
-        price_per_hour: s.node_price,
-        price_per_hour_total: s.total_price,
-        throughput: s.rate,
-        throughput_unit: s.unit,
-        throughput_source: s.source,
-        est_hours: s.hours,
-        est_cost: s.cost,
-        expected_interruptions: s.interruptions,
-        value: s.value(),
-        memory_needed_gib: s.need,
-        memory_headroom_gib: o.spec.gpu_memory_gib - s.need,
-        reasons,
-    }
-}
-
-fn profile(job: &Job, catalog: &CatalogSnapshot, memory_rejections: u64, allowed: u64) -> Profile {
-    let single = job.memory.gib_per_gpu(1);
-    let memory_formula = match &job.memory {
-        MemoryNeed::Fixed { gib_per_gpu } => format!("given: {gib_per_gpu} GiB per GPU"),
-        MemoryNeed::Model {
-            params,
-            bytes,
-            sharding,
-            activation_gib,
-            activation_reserve,
-        } => {
-            let activations = match activation_gib {
-                Some(a) => format!(" + {a} GiB activations"),
-                None => format!(" + {activation_reserve} × weights for activations"),
-            };
-            format!(
-                "{params:.3e} params × ({} weights + {} gradients + {} optimizer) bytes, {sharding:?} sharding over the GPUs{activations}",
-                bytes.weights, bytes.gradients, bytes.optimizer
-            )
-        }
-    };
-    Profile {
-        memory_per_gpu_gib_single: single,
-        memory_formula,
-        bound: if allowed > 0 && memory_rejections * 2 > allowed {
-            "memory"
-        } else {
-            "compute"
-        },
-        distributed: job.nodes_max > 1,
-        io_sensitive: job.data_layout == DataLayout::ManySmallFiles,
-        total_flops: total_flops(job, catalog),
-    }
-}
-
-fn suggest(job: &Job, near: &NearMisses, memory_rejections: u64) -> Vec<Suggestion> {
-    let mut out = Vec::new();
-    if memory_rejections > 0 && near.largest_gpu_memory_gib > 0.0 {
-        let largest = near.largest_gpu_memory_gib;
-        if let Some(gpus) = job.memory.min_fully_sharded_gpus(largest)
-            && job.memory.fully_sharded()
-        {
-            out.push(Suggestion {
-                change: "nodes".into(),
-                detail: format!(
-                    "the states are already fully sharded; they need at least {gpus} GPUs of {largest:.0} GiB \
-                     in total: raise nodes (nodes × GPUs per node ≥ {gpus})"
-                ),
-            });
-        } else if let Some(gpus) = job.memory.min_fully_sharded_gpus(largest) {
-            out.push(Suggestion {
-                change: "sharding".into(),
-                detail: format!(
-                    "shard fully (fsdp or zero3) across at least {gpus} GPUs of {largest:.0} GiB: \
-                     {:.1} GiB per GPU unsharded is more than any allowed GPU has",
-                    job.memory.gib_per_gpu(1)
-                ),
-            });
-        } else {
-            out.push(Suggestion {
-                change: "gpu_memory".into(),
-                detail: format!(
-                    "needs {:.1} GiB per GPU; the largest allowed GPU has {largest:.0} GiB",
-                    job.memory.gib_per_gpu(1)
-                ),
-            });
-        }
-    }
-    if let Some(h) = near.fastest_hours {
-        out.push(Suggestion {
-            change: "deadline_hours".into(),
-            detail: format!("the fastest option needs {h:.1} hours"),
-        });
-    }
-    if let Some(c) = near.cheapest_cost {
-        out.push(Suggestion {
-            change: "budget".into(),
-            detail: format!("the cheapest option costs ${c:.2}"),
-        });
-    }
-    out
 }

@@ -70,9 +70,25 @@ impl SpotRisk {
     }
 }
 
-/// How spot interruptions stretch a job of `hours` on `nodes` nodes that checkpoints every
-/// `checkpoint_min` and needs `restart_min` to resume: each interruption loses half a
-/// checkpoint interval of work on average plus the restart. Any node's interruption stops the
+/// Work an interruption throws away, plus the restart, in hours. An interruption at a
+/// uniformly random moment loses the work since the last checkpoint: half a checkpoint
+/// interval on average. A run shorter than the interval has no checkpoint to fall back to and
+/// loses half of itself on average, so the interval is capped by the run's own length
+/// (`run_hours`, when the amount of work is known).
+pub fn loss_per_interruption_hours(
+    run_hours: Option<f64>,
+    checkpoint_min: f64,
+    restart_min: f64,
+) -> f64 {
+    let interval_min = match run_hours {
+        Some(h) => checkpoint_min.min(h * 60.0),
+        None => checkpoint_min,
+    };
+    (interval_min / 2.0 + restart_min) / 60.0
+}
+
+/// How spot interruptions stretch a job of `hours` on `nodes` nodes that loses `loss_hours`
+/// to each interruption ([`loss_per_interruption_hours`]). Any node's interruption stops the
 /// whole gang, so the job's rate is the per-node rate times the node count.
 ///
 /// Returns (stretched hours, expected interruptions), or `None` when interruptions would eat
@@ -81,11 +97,9 @@ pub fn stretch(
     hours: f64,
     rate_per_node_hour: f64,
     nodes: u32,
-    checkpoint_min: f64,
-    restart_min: f64,
+    loss_hours: f64,
 ) -> Option<(f64, f64)> {
     let job_rate = rate_per_node_hour * f64::from(nodes);
-    let loss_hours = (checkpoint_min / 2.0 + restart_min) / 60.0;
     // Work redone after an interruption can be interrupted again: a geometric series,
     // hours / (1 - rate × loss), which to first order is the linear hours × (1 + rate × loss).
     let lost_share = job_rate * loss_hours;
@@ -116,14 +130,25 @@ mod tests {
     fn interruptions_stretch_a_checkpointing_job() {
         // 1 interruption per 100 node-hours, 2 nodes, 10 min checkpoints, 5 min restart:
         // job rate 0.02/h, loss 10 min = 1/6 h per interruption, lost share 1/300.
-        let (hours, interruptions) = stretch(100.0, 0.01, 2, 10.0, 5.0).unwrap();
+        let loss = loss_per_interruption_hours(Some(100.0), 10.0, 5.0);
+        assert!((loss - 1.0 / 6.0).abs() < 1e-12);
+        let (hours, interruptions) = stretch(100.0, 0.01, 2, loss).unwrap();
         assert!((hours - 100.0 / (1.0 - 0.02 / 6.0)).abs() < 1e-9);
         assert!((interruptions - 0.02 * hours).abs() < 1e-9);
         // A 32-node gang checkpointing once a week on an interruption-prone type: each
         // interruption loses 84 hours, at 0.011 interruptions an hour: most of the run.
-        assert_eq!(
-            stretch(100.0, 0.25 / 730.0, 32, 7.0 * 24.0 * 60.0, 5.0),
-            None
-        );
+        let weekly = loss_per_interruption_hours(Some(100.0), 7.0 * 24.0 * 60.0, 5.0);
+        assert_eq!(stretch(100.0, 0.25 / 730.0, 32, weekly), None);
+    }
+
+    #[test]
+    fn a_run_shorter_than_its_checkpoint_interval_loses_at_most_half_of_itself() {
+        // A 12-minute run that checkpoints hourly: an interruption loses 6 minutes on
+        // average, not 30, plus the 5-minute restart.
+        let loss = loss_per_interruption_hours(Some(0.2), 60.0, 5.0);
+        assert!((loss - 11.0 / 60.0).abs() < 1e-12, "{loss}");
+        // Unknown length: half the interval.
+        let loss = loss_per_interruption_hours(None, 60.0, 5.0);
+        assert!((loss - 35.0 / 60.0).abs() < 1e-12, "{loss}");
     }
 }

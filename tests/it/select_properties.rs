@@ -17,7 +17,8 @@ use trainscaler::core::select::select;
 
 static CATALOG: LazyLock<CatalogSnapshot> = LazyLock::new(bundled_snapshot);
 
-/// The objective's sort key as the answer states it; lower is better.
+/// The objective's sort key as the answer states it; lower is better. Unknown throughput
+/// (GPUs without datasheet facts, for a job without work) sorts last.
 fn key(objective: Objective, c: &Candidate) -> (f64, f64) {
     match objective {
         Objective::Cheapest => (
@@ -25,10 +26,15 @@ fn key(objective: Objective, c: &Candidate) -> (f64, f64) {
             c.est_hours.unwrap_or(0.0),
         ),
         Objective::Fastest => (
-            c.est_hours.unwrap_or(-c.throughput),
+            c.est_hours
+                .or(c.throughput.map(|t| -t))
+                .unwrap_or(f64::INFINITY),
             c.est_cost.unwrap_or(c.price_per_hour_total),
         ),
-        Objective::BestValue => (-c.value, c.price_per_hour_total),
+        Objective::BestValue => (
+            c.value.map_or(f64::INFINITY, |v| -v),
+            c.price_per_hour_total,
+        ),
     }
 }
 
@@ -119,6 +125,12 @@ proptest! {
             prop_assert!(cand.nodes >= job.nodes_min && cand.nodes <= job.nodes_max, "{cand:?}");
             prop_assert!(cand.gpus_per_node >= job.gpus_per_node_min);
             prop_assert!(cand.memory_headroom_gib >= 0.0, "{cand:?}");
+            prop_assert!(cand.memory_usable_gib < cand.memory_needed_gib + cand.memory_headroom_gib + 1e-9);
+            if let (Some(hours), Some(billed), Some(cost)) = (cand.est_hours, cand.billed_hours, cand.est_cost) {
+                // Billed time rounds up the time from launch, start-up included.
+                prop_assert!(hours > cand.startup_min / 60.0 && billed >= hours - 1e-9, "{cand:?}");
+                prop_assert!((cost - billed * cand.price_per_hour_total).abs() <= 1e-6 * cost.max(1.0), "{cand:?}");
+            }
             prop_assert!(cand.price_per_hour_total > 0.0 && cand.price_per_hour_total.is_finite());
             if !job.providers.is_empty() {
                 prop_assert!(job.providers.contains(&cand.provider));

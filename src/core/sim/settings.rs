@@ -4,6 +4,7 @@
 
 use crate::core::cost::DAY_MS;
 use crate::core::policy::secs_to_ms;
+pub use crate::core::terms::Billing;
 
 /// Seconds between two decisions when not given: the reconciler's usual pace is 15-60 s.
 pub const DEFAULT_TICK_SEC: u64 = 60;
@@ -13,41 +14,6 @@ pub const DEFAULT_STARTUP_SEC: u64 = 120;
 pub const DEFAULT_NOTICE_SEC: u64 = 120;
 /// Loading a checkpoint and warming up again after an interruption.
 pub const DEFAULT_RESTART_OVERHEAD_SEC: u64 = 300;
-
-/// How a provider turns run time into a bill.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Billing {
-    /// Run time is rounded up to a whole number of these.
-    pub increment_ms: i64,
-    /// A started instance is billed at least this long.
-    pub minimum_ms: i64,
-}
-
-impl Billing {
-    /// What each provider of the bundled catalog documents for Linux GPU instances; others
-    /// bill by the second without a minimum.
-    pub fn for_provider(provider: &str) -> Self {
-        let (increment_s, minimum_s) = match provider {
-            // EC2 per-second billing with a 60-second minimum; GCE the same.
-            "aws" | "gcp" => (1, 60),
-            // Lambda Cloud bills in one-minute increments.
-            "lambda" => (60, 60),
-            // Azure, Alibaba pay-as-you-go, Nebius and Vast bill by the second.
-            _ => (1, 0),
-        };
-        Self {
-            increment_ms: increment_s * 1000,
-            minimum_ms: minimum_s * 1000,
-        }
-    }
-
-    /// Milliseconds billed for `ran_ms` of run time.
-    pub fn billed_ms(&self, ran_ms: i64) -> i64 {
-        let inc = self.increment_ms.max(1);
-        let rounded = (ran_ms.max(0) + inc - 1) / inc * inc;
-        rounded.max(self.minimum_ms)
-    }
-}
 
 /// Everything about a run that is not the trace or the policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,16 +64,6 @@ pub fn default_end_ms(last_event_ms: i64, longest_job_ms: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn billing_rounds_up_and_has_a_minimum() {
-        let aws = Billing::for_provider("aws");
-        assert_eq!(aws.billed_ms(30_000), 60_000, "one-minute minimum");
-        assert_eq!(aws.billed_ms(90_400), 91_000, "whole seconds, rounded up");
-        let lambda = Billing::for_provider("lambda");
-        assert_eq!(lambda.billed_ms(61_000), 120_000);
-        assert_eq!(Billing::for_provider("azure").billed_ms(500), 1000);
-    }
 
     #[test]
     fn default_end_is_a_day_boundary_after_the_last_job() {

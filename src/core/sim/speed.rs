@@ -35,8 +35,8 @@ pub fn speed_table(catalog: &CatalogSnapshot, risk: &SpotRisk, policy: &Policy) 
         decision
             .candidates
             .iter()
-            .filter(|c| c.nodes == 1 && c.instance_type == t && c.throughput > 0.0)
-            .map(|c| c.throughput)
+            .filter(|c| c.nodes == 1 && c.instance_type == t)
+            .filter_map(|c| c.throughput.filter(|t| *t > 0.0))
             .reduce(f64::max)
     };
     let Some(base) = throughput(&policy.instance_types[0].instance_type) else {
