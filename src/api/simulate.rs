@@ -34,7 +34,8 @@ pub async fn simulate(
 ) -> Result<Json<SimulateResponse>, ApiError> {
     let catalog = snapshot(&state)?;
     let response = tokio::task::spawn_blocking(move || {
-        plan_request(req, &catalog).map(|plan| plan.run(&catalog).0)
+        let prices_from = format!("the service's catalog, version {}", catalog.version());
+        plan_request(req, &catalog).map(|plan| plan.run(&catalog, &prices_from).0)
     })
     .await
     .map_err(ApiError::internal)?

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 
 use super::files::{describe, read_policy, read_scenario, read_settings, read_trace};
 use super::input::{Problems, SettingsIn};
-use super::{Plan, chart, table};
+use super::{Plan, assumptions, chart, table};
 
 /// The chart's size in pixels: three panels readable on a laptop screen.
 const CHART_WIDTH: u32 = 1200;
@@ -94,7 +94,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     ) else {
         bail!("{}", describe("simulate", &problems));
     };
-    let (response, runs) = plan.run(&catalog);
+    let (response, runs) = plan.run(&catalog, "the catalog bundled into this binary");
     match args.format {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&response)?),
         OutputFormat::Table => {
@@ -103,6 +103,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 response.start, response.end, response.tick_sec
             );
             print!("{}", table::render(&response.policies));
+            print!("{}", assumptions::render(&response.assumptions));
         }
     }
     if let Some(path) = &args.chart {

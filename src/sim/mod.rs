@@ -2,6 +2,7 @@
 //! replay run for every policy and the baselines, and the results as JSON, a terminal table
 //! or an SVG chart.
 
+pub mod assumptions;
 pub mod chart;
 pub mod cli;
 pub mod files;
@@ -65,6 +66,9 @@ pub struct SimulateResponse {
     pub end: String,
     pub tick_sec: f64,
     pub policies: Vec<PolicyReport>,
+    /// The prices, start-up, notice, restart overhead, billing and fixed cluster the
+    /// figures rest on.
+    pub assumptions: assumptions::SimAssumptions,
 }
 
 /// A checked simulation, ready to run.
@@ -112,8 +116,12 @@ impl Plan {
             .saturating_mul(self.candidates.len() as u64)
     }
 
-    /// Replays every candidate.
-    pub fn run(&self, catalog: &CatalogSnapshot) -> (SimulateResponse, Vec<PolicyRun>) {
+    /// Replays every candidate; `prices_from` says where the catalog's prices come from.
+    pub fn run(
+        &self,
+        catalog: &CatalogSnapshot,
+        prices_from: &str,
+    ) -> (SimulateResponse, Vec<PolicyRun>) {
         let runs = run(
             catalog,
             &BUNDLED_SPOT_RISK,
@@ -126,6 +134,13 @@ impl Plan {
             end: format_ms(self.settings.end_ms),
             tick_sec: self.settings.tick_ms as f64 / 1000.0,
             policies: runs.iter().map(|r| r.report.clone()).collect(),
+            assumptions: assumptions::assumptions(
+                catalog,
+                prices_from,
+                &self.trace,
+                &self.candidates,
+                &self.settings,
+            ),
         };
         (response, runs)
     }

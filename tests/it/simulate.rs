@@ -275,6 +275,49 @@ async fn a_small_trace_replays_with_figures_that_add_up(backend: Backend) {
         "autoscaling a 5-hour burst beats a day of a fixed cluster: {od}"
     );
 
+    // The answer states what it assumed: the catalog price it billed at, the defaults of
+    // the settings, AWS's billing and the fixed cluster's size.
+    let a = &report["assumptions"];
+    assert!(
+        a["prices_from"]
+            .as_str()
+            .unwrap()
+            .starts_with("the service's catalog, version "),
+        "{a}"
+    );
+    let on_demand = a["prices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["instance_type"] == "g4dn.12xlarge" && p["market"] == "on_demand")
+        .unwrap_or_else(|| panic!("{a}"));
+    assert_eq!(
+        (f(on_demand, "min_per_hour"), f(on_demand, "max_per_hour")),
+        (price, price)
+    );
+    assert_eq!(on_demand["observed_at"], "2026-01-21T00:00:00Z");
+    assert_eq!(
+        (
+            f(a, "startup_sec"),
+            f(a, "notice_sec"),
+            f(a, "restart_overhead_sec")
+        ),
+        (120.0, 120.0, 300.0)
+    );
+    assert!(
+        a["billing"].as_array().unwrap().iter().all(|b| {
+            b["provider"] == "aws"
+                && b["increment_sec"] == 1.0
+                && b["minimum_sec"] == 60.0
+                && b["from"] == "provider"
+        }),
+        "{a}"
+    );
+    assert_eq!(
+        a["fixed_cluster"],
+        json!({"workers": SMALL_TRACE_PEAK_WORKERS as u32, "instance_type": "g4dn.12xlarge", "gpus_per_worker": 4})
+    );
+
     // Without baselines: the given policy alone, with nothing to compare its saving against.
     let alone = simulate_ok(
         &app,
@@ -779,7 +822,7 @@ fn the_seed_scenario_runs_as_json() {
         .collect();
     assert_eq!(
         keys,
-        BTreeSet::from(["start", "end", "tick_sec", "policies"])
+        BTreeSet::from(["start", "end", "tick_sec", "policies", "assumptions"])
     );
     // 30 days of 5 four-GPU, two-hour jobs at 09:00.
     let jobs = std::fs::read_to_string(seed_scenario().join("trace.csv"))
@@ -799,6 +842,7 @@ fn the_seed_scenario_runs_as_json() {
     }
     // Five jobs at once need five workers; spot-mix.json caps the pool at four. Four
     // g4dn.12xlarge on demand in us-east-1 ($3.912/h in catalog/aws/vms.csv) for 30 days.
+    assert_eq!(report["assumptions"]["fixed_cluster"]["workers"], 4);
     let fixed = by_name(&report, "fixed_on_demand");
     let expected = 4.0 * 30.0 * 24.0 * 3.912;
     assert!(
@@ -832,7 +876,11 @@ fn the_table_has_a_header_and_a_row_per_policy() {
         .iter()
         .position(|l| l.split_whitespace().next() == Some("policy"))
         .unwrap_or_else(|| panic!("no header line:\n{out}"));
-    let rows = &lines[header + 1..];
+    let end = lines
+        .iter()
+        .position(|l| *l == "assumptions:")
+        .unwrap_or_else(|| panic!("no assumptions under the table:\n{out}"));
+    let rows = &lines[header + 1..end];
     let expected = [
         "spot-first",
         "spot-mix",
@@ -843,6 +891,18 @@ fn the_table_has_a_header_and_a_row_per_policy() {
     assert_eq!(rows.len(), expected.len(), "{out}");
     for (row, name) in rows.iter().zip(expected) {
         assert_eq!(row.split_whitespace().next(), Some(name), "{out}");
+    }
+    // Under the table, what the figures rest on.
+    let stated = &lines[end..];
+    for line in [
+        "  prices from the catalog bundled into this binary:",
+        "    aws us-east-1 g4dn.12xlarge on_demand: $3.912/h (observed 2026-01-21T00:00:00Z)",
+        "    aws us-east-1 g4dn.12xlarge spot: $1.72128/h (observed 2026-01-21T00:00:00Z)",
+        "  start-up 120 s, spot notice 120 s, restart overhead 300 s",
+        "  billing aws: per 1 s, at least 60 s (as the provider bills)",
+        "  fixed_on_demand: 4 × g4dn.12xlarge (4 GPUs each), on demand all the time",
+    ] {
+        assert!(stated.contains(&line), "{line:?} missing:\n{out}");
     }
     let explicit = stdout(&run(&[
         "--scenario",
