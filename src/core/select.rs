@@ -620,3 +620,6 @@ pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> Instance
         assumptions,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -37,6 +37,22 @@ fn params_text(params: f64) -> String {
     )
 }
 
+fn gpus_text(gpus: f64) -> String {
+    if gpus == 1.0 {
+        "1 GPU".into()
+    } else {
+        format!("{gpus} GPUs")
+    }
+}
+
+fn nodes_text(nodes: u32) -> String {
+    if nodes == 1 {
+        "1 node".into()
+    } else {
+        format!("{nodes} nodes")
+    }
+}
+
 /// Hours as minutes below two hours, else hours.
 fn hours_text(hours: f64) -> String {
     if hours < 2.0 {
@@ -117,8 +133,11 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                 _ => "extrapolated beyond the largest measured size",
             };
             format!(
-                "throughput from measurements of workload `{workload}` on {gpu}: {per_gpu:.1} samples/s per GPU on {} ({} GPUs × {} nodes, the smallest size measured) × {gpus} GPUs × {efficiency:.3} scaling efficiency ({how})",
-                baseline.instance_type, baseline.gpus, baseline.nodes
+                "throughput from measurements of workload `{workload}` on {gpu}: {per_gpu:.1} samples/s per GPU on {} ({} × {}, the smallest size measured) × {} × {efficiency:.3} scaling efficiency ({how})",
+                baseline.instance_type,
+                gpus_text(f64::from(baseline.gpus)),
+                nodes_text(baseline.nodes),
+                gpus_text(gpus)
             )
         }
         Basis::Datasheet(e) => {
@@ -134,9 +153,10 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                 )
             };
             format!(
-                "throughput from datasheet: {} TFLOPS at {} × {utilisation} × {gpus} GPUs × {:.3} scaling",
+                "throughput from datasheet: {} TFLOPS at {} × {utilisation} × {} × {:.3} scaling",
                 e.peak_tflops,
                 job.precision.as_str(),
+                gpus_text(gpus),
                 e.scaling
             )
         }
