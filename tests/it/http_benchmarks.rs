@@ -214,7 +214,143 @@ async fn a_plan_names_three_sizes_of_the_best_family(backend: Backend) {
     assert!(runs.iter().all(|r| r["instance_type"] == "p4d.24xlarge"));
 }
 
+/// The three sizes of one GPU model on three instance types: one V100 on p3.2xlarge
+/// at 400 samples/s, four on p3.8xlarge at 1400, eight on p3.16xlarge at 2600.
+async fn record_p3_sizes(app: &TestApp, workload: &str) {
+    for (instance_type, gpus, sps) in [
+        ("p3.2xlarge", 1, 400.0),
+        ("p3.8xlarge", 4, 1400.0),
+        ("p3.16xlarge", 8, 2600.0),
+    ] {
+        assert_eq!(
+            record(app, &measurement(workload, instance_type, gpus, 1, sps))
+                .await
+                .status(),
+            201
+        );
+    }
+}
+
+fn efficiency_by_type(body: &Value) -> Vec<(String, f64, bool, String)> {
+    body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let s = &t["sizes"][0];
+            (
+                t["instance_type"].as_str().unwrap().to_string(),
+                s["scaling_efficiency"].as_f64().unwrap(),
+                s["communication_bound"].as_bool().unwrap(),
+                s["baseline"]["instance_type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn sizes_of_one_gpu_model_compare_across_instance_types(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    record_p3_sizes(&app, "resnet").await;
+    // Per GPU 400, 350 and 325 samples/s against the smallest measured count's 400.
+    let body = app
+        .get_json("/v1/benchmarks?workload=resnet&communication_bound_below=0.85")
+        .await;
+    let base = "p3.2xlarge".to_string();
+    assert_eq!(
+        efficiency_by_type(&body),
+        vec![
+            ("p3.16xlarge".into(), 0.8125, true, base.clone()),
+            ("p3.2xlarge".into(), 1.0, false, base.clone()),
+            ("p3.8xlarge".into(), 0.875, false, base.clone()),
+        ]
+    );
+    // Step times with a fixed batch per GPU: 0.5, 0.6 and 0.8 s -> 1, 0.8333 and 0.625.
+    for (instance_type, gpus, t) in [
+        ("p3.2xlarge", 1, 0.5),
+        ("p3.8xlarge", 4, 0.6),
+        ("p3.16xlarge", 8, 0.8),
+    ] {
+        let mut m = measurement("vit", instance_type, gpus, 1, 1.0);
+        m.as_object_mut().unwrap().remove("samples_per_sec");
+        m["step_time_sec"] = json!(t);
+        assert_eq!(record(&app, &m).await.status(), 201);
+    }
+    let steps = efficiency_by_type(&app.get_json("/v1/benchmarks?workload=vit").await);
+    assert_eq!((steps[0].1, steps[1].1), (0.625, 1.0));
+    assert!((steps[2].1 - 0.5 / 0.6).abs() < 1e-12, "{steps:?}");
+
+    // /decide reads the same comparison: measured sizes as measured, others from the
+    // baseline's 400 per GPU × GPUs × the efficiency at that count.
+    let job = json!({"job": {"params_billion": 0.025, "workload": "resnet", "total_samples": 1.4e7,
+                             "gpus": ["V100"], "providers": ["aws", "gcp"],
+                             "regions": ["us-east-1", "us-central1"], "spot_allowed": false,
+                             "top_k": 100}});
+    let body: Value = app.post_json("/decide", &job).await.json().await.unwrap();
+    let candidates = body["instance"]["candidates"].as_array().unwrap();
+    let throughput = |provider: &str, instance_type: &str| {
+        candidates
+            .iter()
+            .find(|c| c["provider"] == provider && c["instance_type"] == instance_type)
+            .unwrap_or_else(|| panic!("{instance_type}: {body:#}"))
+            .clone()
+    };
+    let p3_8 = throughput("aws", "p3.8xlarge");
+    assert_eq!(
+        (&p3_8["throughput"], &p3_8["throughput_source"]),
+        (&json!(1400.0), &json!("benchmark"))
+    );
+    assert_eq!(p3_8["scaling_efficiency"], 0.875);
+    // 1.4e7 samples at 1400/s = 10,000 s, after AWS's 4-minute start-up.
+    assert!((p3_8["est_hours"].as_f64().unwrap() - (1e4 / 3600.0 + 4.0 / 60.0)).abs() < 1e-9);
+    // GCP sells two V100s on one N1 host, measured nowhere: halfway (in doublings) between
+    // one GPU (1.0) and four (0.875), so 400 × 2 × sqrt(0.875).
+    let two = throughput("gcp", "n1-highmem-16+V100x2");
+    assert!(
+        (two["throughput"].as_f64().unwrap() - 800.0 * 0.875f64.sqrt()).abs() < 1e-9,
+        "{two:#}"
+    );
+    // Eight on GCP: the eight measured on p3.16xlarge, 0.8125.
+    let eight = throughput("gcp", "n1-highmem-64+V100x8");
+    assert!(
+        (eight["throughput"].as_f64().unwrap() - 2600.0).abs() < 1e-9,
+        "{eight:#}"
+    );
+
+    // The plan for this job measures the p3 sizes and shows what they measured, compared
+    // the same way.
+    let plan: Value = app
+        .post_json(
+            "/v1/benchmarks/plan",
+            &json!({"job": {"params_billion": 0.025, "workload": "resnet", "total_samples": 1.4e7,
+                            "providers": ["aws"], "gpus": ["V100"], "spot_allowed": false}}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let runs = plan["plan"]["runs"].as_array().unwrap();
+    let measured: Vec<(String, f64)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r["instance_type"].as_str().unwrap().to_string(),
+                r["measured"]["scaling_efficiency"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        measured,
+        vec![
+            ("p3.2xlarge".into(), 1.0),
+            ("p3.8xlarge".into(), 0.875),
+            ("p3.16xlarge".into(), 0.8125),
+        ],
+        "{plan:#}"
+    );
+}
+
 on_both_backends!(
+    sizes_of_one_gpu_model_compare_across_instance_types,
     a_benchmark_overrides_the_datasheet,
     measured_scaling_replaces_the_fabric_default,
     summaries_show_value_scaling_and_communication_bound_sizes,

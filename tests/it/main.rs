@@ -14,6 +14,7 @@ mod fleet_browser;
 mod http_benchmarks;
 mod http_decide;
 mod http_docs_page;
+mod http_estimates;
 mod http_idle;
 mod http_import;
 mod http_lists;
