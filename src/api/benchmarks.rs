@@ -205,8 +205,9 @@ pub struct BenchmarkSummaries {
 }
 
 /// A workload's measurements per instance type and size: throughput, throughput per hourly
-/// price (on-demand and spot, cheapest listed), scaling efficiency against the smallest size
-/// measured, and a `communication_bound` flag.
+/// price (on-demand and spot, cheapest listed), scaling efficiency against the smallest GPU
+/// count measured of the same GPU model (on any instance type or node count), and a
+/// `communication_bound` flag.
 #[utoipa::path(get, path = "/v1/benchmarks", tag = "benchmarks", params(BenchmarkParams),
     responses(
         (status = 200, description = "Summaries", body = BenchmarkSummaries),
@@ -260,12 +261,13 @@ pub struct PlanResponse {
 }
 
 /// Which three sizes of one family to measure for a job, and how many steps: around the best
-/// candidate `/decide` would give.
+/// candidate `/decide` would give. Sizes the job's `workload` already measured carry their
+/// figures, compared as `GET /v1/benchmarks` compares them.
 #[utoipa::path(post, path = "/v1/benchmarks/plan", tag = "benchmarks", request_body = PlanRequest,
     responses(
         (status = 200, description = "The plan", body = PlanResponse),
         (status = 404, description = "Unknown provider in `job.providers`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field has a bad value", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field has a bad value, or names a GPU the catalog does not know", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn plan_benchmarks(
     State(state): State<AppState>,

@@ -95,8 +95,10 @@ pub struct JobIn {
     pub providers: Option<Vec<String>>,
     pub regions: Option<Vec<String>>,
     pub zones: Option<Vec<String>>,
-    /// GPU models allowed (case-insensitive).
+    /// GPU models allowed (case-insensitive); a name the catalog does not know is a 422
+    /// listing the closest known names.
     pub gpus: Option<Vec<String>>,
+    /// GPU models not allowed, checked the same way.
     pub exclude_gpus: Option<Vec<String>>,
     /// Cap on the total hourly price of all nodes, USD.
     #[schema(exclusive_minimum = 0, maximum = 1e18)]
@@ -411,7 +413,7 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
         (status = 200, description = "The decision", body = DecideResponse),
         (status = 400, description = "Not JSON, or an unknown field", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown provider or pool", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A field has a bad value, or neither or both of job and pool", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field has a bad value (a GPU name the catalog does not know lists the closest known ones), or neither or both of job and pool", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn decide(
     State(state): State<AppState>,
