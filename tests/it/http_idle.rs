@@ -94,6 +94,34 @@ async fn a_sender_that_reports_on_change_waits_from_its_zero(backend: Backend) {
     }
 }
 
+/// The same rule for GPU utilisation: busy GPUs 3 s ago and idle ones now are idle since
+/// now, not since 3 s ago.
+async fn utilisation_that_reports_on_change_waits_from_its_first_idle_sample(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut policy = t4_policy();
+    policy["mode"] = json!("utilization");
+    policy["target_utilization"] = json!(0.7);
+    idle_pool(&app, "util", policy).await;
+    pools_age().await;
+    let now = now_ms();
+    let util = |worker: &str, value: f64, at: i64| json!({"pool": "util", "worker": worker, "name": "gpu_utilization", "value": value, "at": rfc3339(at)});
+    samples(
+        &app,
+        json!([
+            util("w0", 0.9, now - 3_000),
+            util("w1", 0.9, now - 3_000),
+            util("w0", 0.0, now),
+            util("w1", 0.02, now - 500)
+        ]),
+    )
+    .await;
+    let d = decide(&app, "util").await;
+    // w1 went idle 0.5 s ago and w0 now: the pool has been idle since now.
+    assert_eq!(d["desired"], 2, "{d:#}");
+    assert!(rules(&d).contains(&"idle_wait"), "{d:#}");
+    assert_eq!(d["next_evaluation_at"], rfc3339(now + 1_000), "{d:#}");
+}
+
 async fn work_after_an_idle_spell_starts_the_count_again(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     idle_pool(&app, "again", t4_policy()).await;
@@ -268,6 +296,7 @@ async fn live(app: &TestApp) -> u64 {
 on_both_backends!(
     a_sender_that_reports_on_change_waits_from_its_zero,
     work_after_an_idle_spell_starts_the_count_again,
+    utilisation_that_reports_on_change_waits_from_its_first_idle_sample,
     gpu_memory_below_the_threshold_is_idle_even_when_utilisation_blips,
     idle_gpu_memory_gib_must_be_a_positive_size,
     the_reconciler_waits_from_the_zero_too,
