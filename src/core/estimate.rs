@@ -116,7 +116,7 @@ pub fn estimate(
     override_utilisation: Option<f64>,
 ) -> Option<Estimate> {
     let peak = gpu_tflops(setup.facts, setup.precision)?;
-    if !(peak > 0.0) {
+    if peak.is_nan() || peak <= 0.0 {
         return None;
     }
     let bandwidth_tb = setup.facts.memory_bandwidth_gbps / 1000.0;
