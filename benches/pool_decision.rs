@@ -12,7 +12,7 @@ use trainscaler::core::capacity::{Capacity, CloudWorker, WorkerState};
 use trainscaler::core::catalog::Market;
 use trainscaler::core::idle::{SeriesActivity, SeriesIdle};
 use trainscaler::core::policy::Policy;
-use trainscaler::core::reconcile::{PlanInput, plan, spec_for};
+use trainscaler::core::reconcile::{Matching, PlanInput, plan, spec_for};
 use trainscaler::core::scale::{PoolState, Worker};
 use trainscaler::fleet::decision::run;
 use trainscaler::store::{DecisionRead, LatestSignal, PoolRow};
@@ -139,7 +139,7 @@ fn pool_decision(c: &mut Criterion) {
                     workers: &r.workers,
                     checkpoints: &[],
                     now_ms: NOW,
-                    per_target: false,
+                    matching: Matching::Distribution,
                 }))
             })
         });

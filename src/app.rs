@@ -19,6 +19,7 @@ use crate::ingest::remote_write::LabelMapping;
 use crate::provider::Provider;
 use crate::provider::alibaba::{AlibabaProvider, AlibabaSettings};
 use crate::provider::aws::{AwsProvider, AwsSettings};
+use crate::provider::gcp::{GcpProvider, GcpSettings};
 use crate::provider::metered::Metered;
 use crate::provider::registry::Providers;
 use crate::provider::static_provider::{StaticProvider, StaticSettings};
@@ -224,7 +225,8 @@ async fn secure_by_default(store: &Store, serve: &ServeConfig, auth: &Auth) -> a
 }
 
 /// The provider adapters this process can drive: the static provider always, AWS and
-/// Alibaba Cloud when their credentials are in the environment.
+/// Alibaba Cloud when their credentials are in the environment, GCP always (with a key file
+/// from `GOOGLE_APPLICATION_CREDENTIALS`, or else the metadata server, asked at first use).
 pub fn providers_from_env(state: &AppState, serve: &ServeConfig) -> anyhow::Result<Providers> {
     let capacity = StaticSettings::parse_capacity(&serve.static_capacity)
         .map_err(|e| anyhow::anyhow!("TRAINSCALER_STATIC_CAPACITY: {e}"))?;
@@ -249,10 +251,12 @@ pub fn providers_from_env(state: &AppState, serve: &ServeConfig) -> anyhow::Resu
         )),
         None => None,
     };
+    let gcp = GcpProvider::new(GcpSettings::from_env()).context("GCP provider")?;
     Ok(Providers {
         static_provider: metered(state, Arc::new(static_provider)),
         aws,
         alibaba,
+        gcp: Some(metered(state, Arc::new(gcp))),
     })
 }
 

@@ -205,6 +205,33 @@ pub struct ServeConfig {
     )]
     pub webhook_replay_window_sec: u64,
 
+    /// The audience of the OIDC token a Pub/Sub push subscription sends (its
+    /// `--push-auth-token-audience`). Set, `POST /v1/webhooks/events` also accepts pushes
+    /// authenticated by Google-signed tokens for this audience and the service account below.
+    #[arg(
+        long,
+        env = "TRAINSCALER_PUBSUB_AUDIENCE",
+        requires = "pubsub_service_account"
+    )]
+    pub pubsub_audience: Option<String>,
+
+    /// The service account the push subscription signs its tokens as (its
+    /// `--push-auth-service-account`); tokens of any other account are refused.
+    #[arg(
+        long,
+        env = "TRAINSCALER_PUBSUB_SERVICE_ACCOUNT",
+        requires = "pubsub_audience"
+    )]
+    pub pubsub_service_account: Option<String>,
+
+    /// Where Google's token-signing keys are published, as a JWKS.
+    #[arg(
+        long,
+        env = "TRAINSCALER_PUBSUB_JWKS_URL",
+        default_value = crate::auth::google_oidc::DEFAULT_JWKS_URL
+    )]
+    pub pubsub_jwks_url: String,
+
     /// Requests handled at once (probes excepted); beyond it the server answers 503 with
     /// `Retry-After` instead of queueing.
     #[arg(

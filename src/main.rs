@@ -60,10 +60,10 @@ enum CatalogCommand {
         /// The catalog file.
         file: PathBuf,
     },
-    /// Ask a cloud for a region's GPU instance types and prices and import them (AWS or
-    /// Alibaba Cloud credentials from the environment).
+    /// Ask a cloud for a region's GPU instance types and prices and import them (AWS,
+    /// Alibaba Cloud or GCP credentials from the environment).
     Refresh {
-        /// `aws` or `alibaba`.
+        /// `aws`, `alibaba` or `gcp`.
         #[arg(long)]
         provider: String,
         #[arg(long)]
@@ -180,6 +180,7 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
             lease_sec = serve.leader_lease_sec,
             aws = providers.aws.is_some(),
             alibaba = providers.alibaba.is_some(),
+            gcp = providers.gcp.is_some(),
             "reconciler on"
         );
         Some(app::start_reconciler(&state, &serve, providers))
@@ -214,7 +215,13 @@ async fn refresh(
         "alibaba" => Arc::new(AlibabaProvider::new(AlibabaSettings::from_env().context(
             "no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
         )?)?),
-        other => anyhow::bail!("--provider must be aws or alibaba, not `{other}`"),
+        "gcp" => Arc::new(
+            trainscaler::provider::gcp::GcpProvider::new(
+                trainscaler::provider::gcp::GcpSettings::from_env(),
+            )
+            .context("GCP provider")?,
+        ),
+        other => anyhow::bail!("--provider must be aws, alibaba or gcp, not `{other}`"),
     };
     let store = app::open_store(config).await?;
     let cache = trainscaler::snapshot::CatalogCache::default();

@@ -1,5 +1,5 @@
 //! Authentication and authorisation at the edge: which scope each route needs, the middleware
-//! that checks the bearer key (or a webhook's signature) against it, per-key rate limits on
+//! that checks the bearer key (or a webhook's signature, or a Pub/Sub push token) against it, per-key rate limits on
 //! ingestion, and the security scheme in the OpenAPI document.
 
 use std::num::NonZeroU32;
@@ -17,6 +17,7 @@ use governor::{DefaultKeyedRateLimiter, Quota};
 use super::error::ApiError;
 use super::extract::read_limited;
 use crate::app::AppState;
+use crate::auth::google_oidc::{PushAuth, PushAuthError, PushAuthSettings, looks_like_jwt};
 use crate::auth::scope::{Scope, Scopes};
 use crate::auth::verifier::{KeyVerifier, Principal, VerifyError};
 use crate::auth::webhook_signature::{
@@ -59,6 +60,8 @@ pub struct Auth {
     /// `None` when the server runs with `--insecure-no-auth`.
     verifier: Option<KeyVerifier>,
     webhooks: WebhookSecrets,
+    /// Google-signed Pub/Sub push tokens, accepted on [`PUBSUB_ROUTE`] when configured.
+    pubsub: Option<PushAuth>,
     metrics_public: bool,
     limiter: Option<DefaultKeyedRateLimiter<String>>,
 }
@@ -73,6 +76,20 @@ impl Auth {
         let webhooks =
             WebhookSecrets::parse(&serve.webhook_secrets, serve.webhook_replay_window_sec)
                 .map_err(|e| anyhow::anyhow!("TRAINSCALER_WEBHOOK_SECRETS: {e}"))?;
+        let pubsub = match (&serve.pubsub_audience, &serve.pubsub_service_account) {
+            (Some(audience), Some(service_account)) => Some(
+                PushAuth::new(PushAuthSettings {
+                    audience: audience.clone(),
+                    service_account: service_account.clone(),
+                    jwks_url: serve.pubsub_jwks_url.clone(),
+                })
+                .map_err(|e| anyhow::anyhow!("TRAINSCALER_PUBSUB_AUDIENCE: {e}"))?,
+            ),
+            (None, None) => None,
+            _ => anyhow::bail!(
+                "TRAINSCALER_PUBSUB_AUDIENCE and TRAINSCALER_PUBSUB_SERVICE_ACCOUNT go together"
+            ),
+        };
         let limiter = NonZeroU32::new(serve.ingest_rate_per_sec).map(|rate| {
             let burst = NonZeroU32::new(serve.ingest_burst).unwrap_or(rate);
             DefaultKeyedRateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
@@ -80,6 +97,7 @@ impl Auth {
         Ok(Self {
             verifier,
             webhooks,
+            pubsub,
             metrics_public: serve.metrics_public,
             limiter,
         })
@@ -182,6 +200,15 @@ async fn identify(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|value| credential(value.to_str().unwrap_or_default()));
+    let pushed = req
+        .extensions()
+        .get::<MatchedPath>()
+        .is_some_and(|m| m.as_str() == PUBSUB_ROUTE);
+    if let (Some(token), Some(pubsub), true) = (&bearer, &auth.pubsub, pushed)
+        && looks_like_jwt(token)
+    {
+        return verify_push(pubsub, token).await.map(|p| (p, req));
+    }
     if let Some(token) = bearer {
         return match verifier.verify(&token).await {
             Ok(p) => Ok((p, req)),
@@ -199,6 +226,25 @@ async fn identify(
     Err(ApiError::unauthorized(
         "this route needs an API key: send `Authorization: Bearer <token>`",
     ))
+}
+
+/// The one route a Pub/Sub push subscription may call with its token.
+pub const PUBSUB_ROUTE: &str = "/v1/webhooks/events";
+
+/// A Pub/Sub push token: the subscription's service account may ingest events, nothing else.
+async fn verify_push(pubsub: &PushAuth, token: &str) -> Result<Principal, ApiError> {
+    match pubsub.verify(token, crate::timefmt::now_ms()).await {
+        Ok(id) => Ok(Principal {
+            name: format!("pubsub:{}", id.email),
+            scopes: Scopes::new([Scope::Ingest]),
+        }),
+        Err(e @ PushAuthError::Keys(_)) => Err(ApiError::unavailable(format!(
+            "the Pub/Sub push token {e}; retry"
+        ))),
+        Err(e) => Err(ApiError::unauthorized(format!(
+            "the Pub/Sub push token {e}"
+        ))),
+    }
 }
 
 /// The API key in an `Authorization` value: `Bearer <token>`, or `Basic` with the token as the

@@ -44,10 +44,16 @@ pub struct PolicyIn {
     pub provider: String,
     pub region: String,
     /// The cloud group holding the pool's instances (AWS auto scaling group name, Alibaba
-    /// Cloud scaling group id); only for `aws` and `alibaba`. Without it, a cloud pool is
-    /// decided for but not actuated.
+    /// Cloud scaling group id, or for `gcp` the managed instance group's path,
+    /// `projects/P/zones/Z/instanceGroupManagers/NAME` or
+    /// `projects/P/regions/R/instanceGroupManagers/NAME`, of its standard MIG); only for
+    /// `aws`, `alibaba` and `gcp`. Without it, a cloud pool is decided for but not actuated.
     #[schema(min_length = 1, max_length = 255)]
     pub group: Option<String>,
+    /// `gcp` only: the Spot MIG's path (the form of `group`), which takes the decision's spot
+    /// share. Required when an instance type allows spot; refused when none does.
+    #[schema(min_length = 1, max_length = 255)]
+    pub spot_group: Option<String>,
     /// `act` (default: the reconciler changes capacity) or `observe` (it records what it
     /// would change).
     pub actuation: Option<Actuation>,
@@ -140,7 +146,7 @@ fn default_provider() -> String {
 }
 
 /// Providers with an adapter that drives cloud groups.
-const CLOUD_GROUP_PROVIDERS: [&str; 2] = ["aws", "alibaba"];
+const CLOUD_GROUP_PROVIDERS: [&str; 3] = ["aws", "alibaba", "gcp"];
 
 /// A week: longer cooldowns or windows are unit mistakes (milliseconds sent as seconds).
 const MAX_SECONDS: u64 = 7 * 24 * 3600;
@@ -252,7 +258,7 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             markets,
         });
     }
-    let zones = p.zones.clone().unwrap_or_default();
+    let mut zones = p.zones.clone().unwrap_or_default();
     for (i, z) in zones.iter().enumerate() {
         if z.trim().is_empty() {
             c.fail(format!("zones[{i}]"), "must not be empty");
@@ -435,10 +441,12 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             );
         }
     }
+    gcp_groups(&mut c, &p, &instance_types, &mut zones);
     let policy = Policy {
         provider: p.provider,
         region: p.region,
         group,
+        spot_group: p.spot_group,
         actuation: p.actuation.unwrap_or_default(),
         zones,
         instance_types,
@@ -500,6 +508,77 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
         Ok(policy)
     } else {
         Err(ApiError::invalid_fields(c.0))
+    }
+}
+
+/// A GCP pool's MIGs: paths of the documented form in the pool's region, a Spot MIG exactly
+/// when an instance type allows spot (a MIG runs one provisioning model), and zonal MIGs in
+/// the pool's zones. Zonal MIGs' zones become the pool's zones when it lists none, so a
+/// capacity error in that zone takes the type out of the decision.
+fn gcp_groups(c: &mut Checks, p: &PolicyIn, types: &[InstanceChoice], zones: &mut Vec<String>) {
+    use crate::provider::gcp::MigPath;
+    if p.provider != crate::provider::GCP {
+        if p.spot_group.is_some() {
+            c.fail("spot_group", "only gcp pools name a Spot MIG");
+        }
+        return;
+    }
+    let any_spot = types.iter().any(|t| t.allows(Market::Spot));
+    let Some(group) = &p.group else {
+        if p.spot_group.is_some() {
+            c.fail("spot_group", "needs `group`, the pool's standard MIG");
+        }
+        return;
+    };
+    let zones_given = p.zones.as_ref().is_some_and(|z| !z.is_empty());
+    let mut check = |c: &mut Checks, field: &str, path: &str| -> Option<MigPath> {
+        let mig = match MigPath::parse(path) {
+            Ok(m) => m,
+            Err(e) => {
+                c.fail(field, e);
+                return None;
+            }
+        };
+        if mig.region() != p.region {
+            c.fail(
+                field,
+                format!(
+                    "is in region `{}`, not the pool's region `{}`",
+                    mig.region(),
+                    p.region
+                ),
+            );
+        } else if let Some(z) = mig.zone() {
+            if zones_given && !zones.iter().any(|x| x == z) {
+                c.fail(
+                    field,
+                    format!("is in zone `{z}`, which `zones` does not list"),
+                );
+            } else if !zones.iter().any(|x| x == z) {
+                zones.push(z.to_string());
+            }
+        }
+        Some(mig)
+    };
+    let standard = check(c, "group", group);
+    match &p.spot_group {
+        Some(spot) => {
+            let spot_mig = check(c, "spot_group", spot);
+            if standard.is_some() && standard == spot_mig {
+                c.fail("spot_group", "must be another MIG than `group`");
+            }
+            if !any_spot {
+                c.fail(
+                    "spot_group",
+                    "names a Spot MIG, but no instance type allows the spot market",
+                );
+            }
+        }
+        None if any_spot => c.fail(
+            "spot_group",
+            "is required: an instance type allows spot, and a MIG runs one provisioning model;              name the Spot MIG, or allow only [\"on_demand\"] in instance_types",
+        ),
+        None => {}
     }
 }
 

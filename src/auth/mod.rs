@@ -1,7 +1,9 @@
 //! Who may call the API: scoped API keys (hashed at rest, checked per request), signed
-//! webhooks, the first-start admin key, and the `keys` command.
+//! webhooks, Google-signed Pub/Sub push tokens, the first-start admin key, and the `keys`
+//! command.
 
 pub mod cli;
+pub mod google_oidc;
 pub mod issue;
 pub mod scope;
 pub mod token;

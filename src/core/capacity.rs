@@ -12,8 +12,13 @@ pub struct GroupRef {
     /// The pool the group belongs to (the static provider keys its workers by it).
     pub pool: String,
     pub region: String,
-    /// The AWS auto scaling group name, the Alibaba scaling group id; empty for `static`.
+    /// The AWS auto scaling group name, the Alibaba scaling group id, the GCP managed
+    /// instance group's path (its standard, on-demand MIG); empty for `static`.
     pub group: String,
+    /// GCP only: the Spot MIG of a pool that mixes markets. A MIG runs one provisioning
+    /// model, so the decision's market split is kept as two group sizes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spot_group: Option<String>,
 }
 
 /// How a group spreads its capacity over markets and instance types: the shape of an AWS

@@ -92,10 +92,14 @@ pub struct Policy {
     pub provider: String,
     pub region: String,
     /// The cloud group holding the pool's instances: the AWS auto scaling group name, the
-    /// Alibaba Cloud scaling group id. Without it a cloud pool is decided for, not actuated
-    /// (KEDA or a scheduler acts on the decisions).
+    /// Alibaba Cloud scaling group id, the GCP managed instance group's path (its standard
+    /// MIG). Without it a cloud pool is decided for, not actuated (KEDA or a scheduler acts on
+    /// the decisions).
     #[serde(default)]
     pub group: Option<String>,
+    /// GCP only: the path of the Spot MIG that takes the spot share of the pool.
+    #[serde(default)]
+    pub spot_group: Option<String>,
     #[serde(default)]
     pub actuation: Actuation,
     /// Zones the pool may use; empty means any zone of the region.
@@ -191,6 +195,7 @@ pub(crate) fn test_policy() -> Policy {
         provider: "aws".into(),
         region: "us-east-1".into(),
         group: None,
+        spot_group: None,
         actuation: Actuation::Act,
         zones: vec![],
         instance_types: vec![

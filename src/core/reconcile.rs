@@ -40,9 +40,22 @@ pub struct PlanInput<'a> {
     /// (worker, when its job last saved a checkpoint).
     pub checkpoints: &'a [(String, i64)],
     pub now_ms: i64,
-    /// The provider launches exactly the decision's per-type targets (the static provider)
-    /// instead of a group that splits by its distribution: compare those counts instead.
-    pub per_target: bool,
+    pub matching: Matching,
+}
+
+/// How a provider's groups hold the decision, and so what the plan compares to find a gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matching {
+    /// One group splits its capacity by its distribution on its own (an AWS auto scaling
+    /// group, an Alibaba scaling group): compare the desired capacity, bounds and distribution.
+    Distribution,
+    /// The provider launches exactly the decision's per-type targets (the static provider):
+    /// compare the live workers of each type and market.
+    PerTarget,
+    /// One group per market, each running the single machine type of its template (GCP's
+    /// standard and Spot MIGs): compare the live workers of each market. A worker the cloud
+    /// cannot create counts as missing, so a market whose group is stuck asks again.
+    PerMarket,
 }
 
 /// The steps, in order; empty when the group already matches the decision.
@@ -100,18 +113,25 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<Step> {
     let desired_after_terminations = cap
         .desired
         .saturating_sub(u32::try_from(terminated.len()).unwrap_or(u32::MAX));
-    let differs = if input.per_target {
-        desired_after_terminations != spec.desired
-            || targets_differ(&spec.targets, cap, &terminated)
-    } else {
-        let distribution_differs = cap
-            .distribution
-            .as_ref()
-            .is_some_and(|d| *d != spec.distribution);
-        desired_after_terminations != spec.desired
-            || cap.min != spec.min
-            || cap.max != spec.max
-            || distribution_differs
+    let differs = match input.matching {
+        Matching::PerTarget => {
+            desired_after_terminations != spec.desired
+                || targets_differ(&spec.targets, cap, &terminated)
+        }
+        Matching::PerMarket => {
+            desired_after_terminations != spec.desired
+                || markets_differ(&spec.targets, cap, &terminated)
+        }
+        Matching::Distribution => {
+            let distribution_differs = cap
+                .distribution
+                .as_ref()
+                .is_some_and(|d| *d != spec.distribution);
+            desired_after_terminations != spec.desired
+                || cap.min != spec.min
+                || cap.max != spec.max
+                || distribution_differs
+        }
     };
     if differs {
         steps.push(Step::SetCapacity { spec });
@@ -134,6 +154,33 @@ fn targets_differ(targets: &[Target], cap: &Capacity, terminated: &[String]) -> 
             .count()
     };
     targets.iter().any(|t| live(t) < t.count as usize)
+}
+
+/// Whether either market has fewer live workers (after `terminated` go) than the targets of
+/// that market add up to. With the total equal, one market short means the other is over.
+fn markets_differ(targets: &[Target], cap: &Capacity, terminated: &[String]) -> bool {
+    [
+        super::catalog::Market::OnDemand,
+        super::catalog::Market::Spot,
+    ]
+    .into_iter()
+    .any(|market| {
+        let want: u32 = targets
+            .iter()
+            .filter(|t| t.market == market)
+            .map(|t| t.count)
+            .sum();
+        let live = cap
+            .workers
+            .iter()
+            .filter(|w| {
+                w.state != WorkerState::Terminating
+                    && !terminated.contains(&w.id)
+                    && w.market == market
+            })
+            .count();
+        live < want as usize
+    })
 }
 
 /// The group's shape for a decision: the target plus the interrupted workers still saving
@@ -310,7 +357,7 @@ mod tests {
             workers,
             checkpoints: cps,
             now_ms: NOW,
-            per_target: false,
+            matching: Matching::Distribution,
         })
     }
 
@@ -417,5 +464,95 @@ mod tests {
             panic!("{steps:?}")
         };
         assert_eq!(spec.distribution.instance_types, vec!["g5.12xlarge"]);
+    }
+
+    /// Two groups, one per market, sized `od` and `spot`, as the GCP adapter reports them.
+    fn per_market(od: &[&str], spot: &[&str]) -> Capacity {
+        let mut workers = cloud(od);
+        for w in &mut workers {
+            w.market = Market::OnDemand;
+        }
+        workers.extend(cloud(spot));
+        Capacity {
+            desired: (od.len() + spot.len()) as u32,
+            min: 0,
+            max: (od.len() + spot.len()) as u32,
+            distribution: Some(Distribution {
+                on_demand_base: od.len() as u32,
+                on_demand_percentage_above_base: 0,
+                instance_types: vec!["g4dn.12xlarge".into()],
+            }),
+            workers,
+        }
+    }
+
+    fn split(od: u32, spot: u32) -> WorkersDecision {
+        let mut d = decision(od + spot, vec![]);
+        for (market, count) in [(Market::OnDemand, od), (Market::Spot, spot)] {
+            if count > 0 {
+                d.by_type.push(crate::core::scale::TypeTarget {
+                    instance_type: "g4dn.12xlarge".into(),
+                    market,
+                    count,
+                    zones: vec![],
+                    avoid_zones: vec![],
+                });
+            }
+        }
+        d
+    }
+
+    fn run_per_market(d: &WorkersDecision, cap: &Capacity) -> Vec<Step> {
+        plan(&PlanInput {
+            policy: &test_policy(),
+            decision: d,
+            capacity: cap,
+            workers: &[],
+            checkpoints: &[],
+            now_ms: NOW,
+            matching: Matching::PerMarket,
+        })
+    }
+
+    #[test]
+    fn per_market_groups_that_hold_the_split_get_no_call_whatever_their_distribution_says() {
+        // The policy's distribution (20% on-demand) is not the groups' (base 1, rest spot),
+        // but the markets hold exactly the targets.
+        assert_eq!(
+            run_per_market(&split(1, 2), &per_market(&["a"], &["b", "c"])),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn per_market_groups_are_set_when_the_split_moves_at_the_same_total() {
+        // Spot fell back to on-demand: three on-demand wanted, one held.
+        let steps = run_per_market(&split(3, 0), &per_market(&["a"], &["b", "c"]));
+        let [Step::SetCapacity { spec }] = steps.as_slice() else {
+            panic!("{steps:?}")
+        };
+        assert_eq!(spec.desired, 3);
+        assert_eq!(spec.targets.len(), 1);
+        assert_eq!(
+            (spec.targets[0].market, spec.targets[0].count),
+            (Market::OnDemand, 3)
+        );
+    }
+
+    #[test]
+    fn a_worker_the_cloud_cannot_create_leaves_its_market_short() {
+        let mut cap = per_market(&["a"], &["b", "c"]);
+        cap.workers[2].state = WorkerState::Terminating;
+        let steps = run_per_market(&split(1, 2), &cap);
+        assert!(
+            matches!(steps.as_slice(), [Step::SetCapacity { .. }]),
+            "{steps:?}"
+        );
+        // The same group under the distribution rule would see nothing to do.
+        let mut same = cap.clone();
+        same.distribution = Some(spec_for(&test_policy(), &split(1, 2), &[]).distribution);
+        same.min = 0;
+        same.max = 4;
+        assert_eq!(run(&split(1, 2), &same, &[], &[]), vec![]);
     }
 }

@@ -1,7 +1,8 @@
 //! Cloud notices about capacity: AWS EventBridge events as AWS sends them
 //! (`EC2 Spot Instance Interruption Warning`, `EC2 Instance Rebalance Recommendation`), Alibaba
 //! Cloud ECS event notifications (`Instance:PreemptibleInstanceInterruption`, as CloudMonitor
-//! delivers them) and a generic JSON shape for other clouds and for capacity errors:
+//! delivers them), GCP preemptions in a Pub/Sub push envelope (`super::pubsub`) and a generic
+//! JSON shape for other clouds and for capacity errors:
 //!
 //! ```json
 //! {"events": [{"kind": "interruption_warning", "worker": "vm-17", "pool": "gpu-t4",
@@ -58,6 +59,9 @@ pub fn parse(body: &Value, now_ms: i64) -> Result<Parsed, Vec<NoticeError>> {
         Value::Object(o) if o.get("product").and_then(Value::as_str) == Some("ECS") => {
             alibaba(0, "", body, now_ms, &mut out, &mut errors);
         }
+        Value::Object(_) if super::pubsub::is_push(body) => {
+            super::pubsub::push(body, now_ms, &mut out, &mut errors);
+        }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 let at = format!("[{i}]");
@@ -81,7 +85,8 @@ pub fn parse(body: &Value, now_ms: i64) -> Result<Parsed, Vec<NoticeError>> {
         },
         _ => errors.push(NoticeError {
             field: "body".into(),
-            problem: "must be an EventBridge event, an array of them, or {\"events\": [...]}"
+            problem: "must be an EventBridge event, an array of them, a Pub/Sub push \
+                      envelope, or {\"events\": [...]}"
                 .into(),
         }),
     }

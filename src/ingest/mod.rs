@@ -2,4 +2,5 @@
 //! into the plain samples the decision core reads.
 
 pub mod cloud_events;
+pub mod pubsub;
 pub mod remote_write;

@@ -1,6 +1,6 @@
 //! The seam between decisions and clouds. A [`Provider`] reads and changes the capacity of one
-//! cloud's groups of instances (an AWS auto scaling group, an Alibaba Cloud scaling group, or
-//! rows of the static provider) and reports the cloud's instance types and prices.
+//! cloud's groups of instances (an AWS auto scaling group, an Alibaba Cloud scaling group, a
+//! pair of GCP managed instance groups, or rows of the static provider) and reports the cloud's instance types and prices.
 //!
 //! The trait is kept as small as Karpenter's `cloudprovider` interface: the reconciler
 //! (`crate::reconcile`) owns every decision about *what* to change; an adapter only knows *how*
@@ -9,6 +9,7 @@
 pub mod alibaba;
 pub mod aws;
 pub mod error;
+pub mod gcp;
 pub mod http;
 pub mod metered;
 pub mod refresh;
@@ -28,6 +29,7 @@ pub use error::{ProviderError, ProviderResult};
 /// Names of the providers a policy may bind to.
 pub const AWS: &str = "aws";
 pub const ALIBABA: &str = "alibaba";
+pub const GCP: &str = "gcp";
 pub use crate::core::policy::STATIC_PROVIDER as STATIC;
 
 /// A size, count or bandwidth from a cloud's answer as the catalog can hold it: finite and not
@@ -41,7 +43,7 @@ pub(crate) fn amount(value: Option<f64>) -> Option<f64> {
 /// A cloud's capacity API, as the reconciler uses it.
 #[async_trait]
 pub trait Provider: Send + Sync + std::fmt::Debug {
-    /// `aws`, `alibaba` or `static`.
+    /// `aws`, `alibaba`, `gcp` or `static`.
     fn name(&self) -> &'static str;
 
     /// The region's instance types (only `instance_types` when not empty; GPU types otherwise)

@@ -5,7 +5,9 @@
 //! curated, with GPU names the selection core matches on); a type new to the catalog gets the
 //! facts the cloud reported. Spot prices are per zone; on-demand prices are per region (the
 //! zone-less offering), and a zone's offering carries the region's on-demand price as well, so
-//! each offering can be priced in both markets.
+//! each offering can be priced in both markets. A price stated for the whole region (GCP's
+//! list prices, both markets) also reaches the zones of the region the catalog already has
+//! offerings in (the bundled GCP catalog is per zone).
 
 use std::collections::HashMap;
 
@@ -117,6 +119,34 @@ pub fn to_import(
             spot,
         });
     }
+    let region_spot: HashMap<&str, Micros> = refresh
+        .prices
+        .iter()
+        .filter(|p| p.market == Market::Spot && p.zone.is_none())
+        .filter_map(|p| Some((p.instance_type.as_str(), price(p.dollars_per_hour)?)))
+        .collect();
+    for (instance_type, spec) in &specs {
+        let on_demand = on_demand.get(instance_type).copied();
+        let spot = region_spot.get(instance_type).copied();
+        if on_demand.is_none() && spot.is_none() {
+            continue;
+        }
+        let zonal = catalog
+            .offerings_of(provider, instance_type)
+            .filter(|o| o.key.region == region && !o.key.zone.is_empty());
+        for o in zonal {
+            match out.iter_mut().find(|x| x.key == o.key) {
+                // A zone's own quote is more precise than the region's.
+                Some(x) => x.spot = x.spot.or(spot),
+                None => out.push(ImportedOffering {
+                    key: o.key.clone(),
+                    spec: spec.clone(),
+                    on_demand,
+                    spot,
+                }),
+            }
+        }
+    }
     out.sort_by(|a, b| a.key.cmp(&b.key));
     out
 }
@@ -225,6 +255,46 @@ mod tests {
         );
         // One region-wide offering per type plus one per zone with a spot price.
         assert_eq!(import.len(), 4);
+    }
+
+    #[test]
+    fn region_wide_prices_reach_the_zones_the_catalog_lists() {
+        let catalog = bundled_snapshot();
+        let zones: Vec<String> = catalog
+            .offerings_of("gcp", "n1-highmem-8+T4x1")
+            .filter(|o| o.key.region == "us-central1")
+            .map(|o| o.key.zone.clone())
+            .collect();
+        assert!(
+            zones.len() >= 2,
+            "the bundle lists T4 hosts per zone: {zones:?}"
+        );
+        let quote = |market, dollars| PriceQuote {
+            instance_type: "n1-highmem-8+T4x1".into(),
+            zone: None,
+            market,
+            dollars_per_hour: dollars,
+            at_ms: 0,
+        };
+        let refresh = Refresh {
+            types: vec![info("n1-highmem-8+T4x1", "T4", 1.0)],
+            prices: vec![
+                quote(Market::OnDemand, 0.823212),
+                quote(Market::Spot, 0.32286),
+            ],
+        };
+        let import = to_import(&catalog, "gcp", "us-central1", &refresh);
+        // The region-wide offering and one per listed zone, all at the region's prices.
+        assert_eq!(import.len(), zones.len() + 1);
+        for o in &import {
+            assert!(
+                o.key.zone.is_empty() || zones.contains(&o.key.zone),
+                "{:?}",
+                o.key
+            );
+            assert_eq!(o.on_demand, Some(Micros(823_212)));
+            assert_eq!(o.spot, Some(Micros(322_860)));
+        }
     }
 
     #[test]

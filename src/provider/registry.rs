@@ -1,10 +1,10 @@
-//! Which provider adapter drives a pool: the static provider for `static` pools, the AWS or
-//! Alibaba Cloud adapter for pools bound to a cloud group (when its credentials are
+//! Which provider adapter drives a pool: the static provider for `static` pools, the AWS,
+//! Alibaba Cloud or GCP adapter for pools bound to a cloud group (when its credentials are
 //! configured), none for cloud pools without a group (decided for, not actuated).
 
 use std::sync::Arc;
 
-use super::{ALIBABA, AWS, GroupRef, Provider, STATIC};
+use super::{ALIBABA, AWS, GCP, GroupRef, Provider, STATIC};
 use crate::core::policy::Policy;
 
 /// The adapters this process has, each wrapped in the metrics decorator.
@@ -13,6 +13,7 @@ pub struct Providers {
     pub static_provider: Arc<dyn Provider>,
     pub aws: Option<Arc<dyn Provider>>,
     pub alibaba: Option<Arc<dyn Provider>>,
+    pub gcp: Option<Arc<dyn Provider>>,
 }
 
 /// The adapter that drives a pool, and the pool's group.
@@ -24,11 +25,12 @@ pub type Binding = (Arc<dyn Provider>, GroupRef);
 pub struct Unbindable(pub String);
 
 impl Providers {
-    /// The configured adapter for a cloud's groups (`aws`, `alibaba`).
+    /// The configured adapter for a cloud's groups (`aws`, `alibaba`, `gcp`).
     pub fn cloud(&self, provider: &str) -> Option<Arc<dyn Provider>> {
         match provider {
             AWS => self.aws.clone(),
             ALIBABA => self.alibaba.clone(),
+            GCP => self.gcp.clone(),
             _ => None,
         }
     }
@@ -39,6 +41,7 @@ impl Providers {
             pool: pool.to_string(),
             region: policy.region.clone(),
             group: g.to_string(),
+            spot_group: None,
         };
         if policy.provider == STATIC {
             return Ok(Some((self.static_provider.clone(), group(""))));
@@ -52,6 +55,10 @@ impl Providers {
                 &self.alibaba,
                 "set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
             ),
+            GCP => (
+                &self.gcp,
+                "set GOOGLE_APPLICATION_CREDENTIALS, or run where a metadata server answers",
+            ),
             other => {
                 return Err(Unbindable(format!(
                     "provider `{other}` has no adapter for cloud groups"
@@ -59,7 +66,13 @@ impl Providers {
             }
         };
         match adapter {
-            Some(a) => Ok(Some((a.clone(), group(name)))),
+            Some(a) => Ok(Some((
+                a.clone(),
+                GroupRef {
+                    spot_group: policy.spot_group.clone(),
+                    ..group(name)
+                },
+            ))),
             None => Err(Unbindable(format!(
                 "pool is bound to {} group `{name}` but no {} credentials are configured: {how}",
                 policy.provider, policy.provider

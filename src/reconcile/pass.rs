@@ -13,9 +13,9 @@ use serde_json::json;
 use crate::core::capacity::{Capacity, GroupRef, WorkerState};
 use crate::core::catalog::CatalogSnapshot;
 use crate::core::policy::Actuation;
-use crate::core::reconcile::{PlanInput, Step, plan};
+use crate::core::reconcile::{Matching, PlanInput, Step, plan};
 use crate::fleet::decision::decide;
-use crate::provider::{Provider, ProviderError, STATIC};
+use crate::provider::{GCP, Provider, ProviderError, STATIC};
 use crate::store::{CloudNotice, NewEvent, NewWorker, PoolRow, Store, StoreError};
 
 /// How many times one pass moves on after insufficient capacity (one per instance type).
@@ -81,7 +81,7 @@ pub async fn reconcile_pool(
             workers: &workers,
             checkpoints: &checkpoints,
             now_ms: now,
-            per_target: provider.name() == STATIC,
+            matching: matching(provider.name()),
         });
         if steps.is_empty() {
             return Ok(if calls == 0 {
@@ -162,6 +162,15 @@ pub async fn reconcile_pool(
     Ok(PassOutcome::Failed(
         "every instance type reported insufficient capacity".into(),
     ))
+}
+
+/// What the plan compares for a provider's groups.
+fn matching(provider: &str) -> Matching {
+    match provider {
+        STATIC => Matching::PerTarget,
+        GCP => Matching::PerMarket,
+        _ => Matching::Distribution,
+    }
 }
 
 /// Reads the group and, for a cloud group, makes the pool's stored workers match it.

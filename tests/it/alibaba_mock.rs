@@ -223,6 +223,7 @@ fn group() -> GroupRef {
         pool: "trainers".into(),
         region: REGION.into(),
         group: GROUP.into(),
+        spot_group: None,
     }
 }
 

@@ -43,6 +43,7 @@ fn group_ref(name: &str) -> GroupRef {
         pool: "train".into(),
         region: REGION.into(),
         group: name.into(),
+        spot_group: None,
     }
 }
 

@@ -48,6 +48,7 @@ fn group() -> GroupRef {
         pool: "train".into(),
         region: "eu-west-1".into(),
         group: "training-g5".into(),
+        spot_group: None,
     }
 }
 

@@ -87,6 +87,7 @@ async fn aws_pool_bound_to_an_auto_scaling_group_follows_the_queue_to_three_and_
             .static_provider,
         aws: Some(app::metered(&app.state, aws.clone())),
         alibaba: None,
+        gcp: None,
     };
     let reconciler = app.start_reconciler_with("r1", providers);
     create_pool(
@@ -104,6 +105,7 @@ async fn aws_pool_bound_to_an_auto_scaling_group_follows_the_queue_to_three_and_
         pool: "asg".into(),
         region: "us-east-1".into(),
         group: name.clone(),
+        spot_group: None,
     };
 
     queue(&app, "asg", 3, 0).await;

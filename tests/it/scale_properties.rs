@@ -14,6 +14,7 @@ fn policy(mode: Mode, min: u32, max: u32, pct: f64, min_step: u32, base: u32, sp
         provider: "aws".into(),
         region: "us-east-1".into(),
         group: None,
+        spot_group: None,
         actuation: Default::default(),
         zones: vec![],
         instance_types: vec![

@@ -208,6 +208,7 @@ mod tests {
             pool: "p".into(),
             region: "cn-shanghai".into(),
             group: " ".into(),
+            spot_group: None,
         };
         let err = provider().describe(&group).await.unwrap_err();
         assert!(matches!(err, ProviderError::InvalidRequest(_)), "{err:?}");
@@ -224,6 +225,7 @@ mod tests {
             pool: "p".into(),
             region: "cn-shanghai".into(),
             group: "asg-1".into(),
+            spot_group: None,
         };
         provider()
             .terminate(&group, &[], true)
