@@ -11,6 +11,7 @@ mod cli;
 mod cloud_events_fuzz;
 mod common;
 mod fleet_browser;
+mod gcp_mock;
 mod http_benchmarks;
 mod http_decide;
 mod http_docs_page;

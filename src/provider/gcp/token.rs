@@ -55,8 +55,6 @@ impl std::fmt::Debug for ServiceAccountKey {
 
 #[derive(Deserialize)]
 struct KeyFile {
-    #[serde(rename = "type")]
-    kind: String,
     #[serde(default)]
     project_id: Option<String>,
     #[serde(default)]
@@ -86,14 +84,21 @@ struct Claims<'a> {
 impl ServiceAccountKey {
     /// Reads a key file's JSON; the error says which field is wrong (never the key itself).
     pub fn from_json(text: &str) -> Result<Self, String> {
-        let file: KeyFile = serde_json::from_str(text)
-            .map_err(|e| format!("not a service-account key file: {e}"))?;
-        if file.kind != "service_account" {
+        // The type first: a user's or a workload identity pool's credentials file has other
+        // fields, and saying which type it is helps more than a missing field.
+        let kind = serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| format!("not a service-account key file: {e}"))?
+            .get("type")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        if kind.as_deref() != Some("service_account") {
             return Err(format!(
-                "`type` is `{}`; only `service_account` key files are supported",
-                file.kind
+                "`type` is {}; only `service_account` key files are supported",
+                kind.map_or("missing".to_string(), |k| format!("`{k}`"))
             ));
         }
+        let file: KeyFile = serde_json::from_str(text)
+            .map_err(|e| format!("not a service-account key file: {e}"))?;
         let der = PrivatePkcs8KeyDer::from_pem_slice(file.private_key.as_bytes())
             .map_err(|e| format!("`private_key` is not a PKCS#8 PEM key: {e}"))?;
         let key_pair = RsaKeyPair::from_pkcs8(der.secret_pkcs8_der())
@@ -385,6 +390,11 @@ mod tests {
         assert!(e.contains("private_key"), "{e}");
         assert!(
             ServiceAccountKey::from_json("{}")
+                .unwrap_err()
+                .contains("`type` is missing")
+        );
+        assert!(
+            ServiceAccountKey::from_json("[")
                 .unwrap_err()
                 .contains("not a service-account key file")
         );
