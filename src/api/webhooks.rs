@@ -1,7 +1,8 @@
 //! Signals arriving by webhook: `POST /v1/webhooks/metrics` (a JSON batch of samples),
 //! `POST /v1/webhooks/prometheus` (Prometheus remote-write) and `POST /v1/webhooks/events`
 //! (spot interruption warnings, rebalance recommendations and capacity errors, as AWS
-//! EventBridge sends them or as documented generic JSON).
+//! EventBridge, Alibaba CloudMonitor or a GCP Pub/Sub push subscription sends them, or as
+//! documented generic JSON).
 //!
 //! A batch is checked whole before anything is stored, and stored in one transaction before
 //! the 2xx: one bad item rejects the batch with its index named.
@@ -316,8 +317,11 @@ pub struct NoticesOut {
 
 /// Spot interruption warnings, rebalance recommendations and capacity errors. The body is one
 /// AWS EventBridge event or Alibaba Cloud ECS event notification, or an array of them (as an
-/// EventBridge API destination or an SNS/SQS or MNS relay delivers them), or
-/// `{"events": [...]}` in the generic format for other clouds.
+/// EventBridge API destination or an SNS/SQS or MNS relay delivers them), a Pub/Sub push
+/// envelope holding a GCP `compute.instances.preempted` audit log entry (a push
+/// subscription may authenticate with its OIDC token instead of an API key, see
+/// `TRAINSCALER_PUBSUB_AUDIENCE`), or `{"events": [...]}` in the generic format for other
+/// clouds.
 #[utoipa::path(post, path = "/v1/webhooks/events", tag = "signals",
     request_body(content = Object, description = "An EventBridge event, an array of them, or {\"events\": [generic notice, ...]}",
         example = json!({"events": [{"kind": "interruption_warning", "worker": "vm-17",

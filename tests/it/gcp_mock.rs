@@ -1000,7 +1000,7 @@ async fn a_key_file_that_is_not_a_service_account_key_stops_the_adapter_with_the
 
 // ---- prices ---------------------------------------------------------------------------------
 
-async fn mount_skus(g: &Google) {
+pub async fn mount_skus(g: &Google) {
     let skus = "services/6F81-5844-456A/skus";
     g.mount(
         call(

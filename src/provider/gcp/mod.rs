@@ -357,7 +357,7 @@ impl Provider for GcpProvider {
     async fn set_capacity(
         &self,
         group: &GroupRef,
-        current: &Capacity,
+        _current: &Capacity,
         spec: &CapacitySpec,
     ) -> ProviderResult<()> {
         let migs = migs(group)?;
@@ -368,25 +368,16 @@ impl Provider for GcpProvider {
                 group.pool
             )));
         }
-        let (have_od, have_spot) = match &current.distribution {
-            Some(d) => {
-                let od = d.on_demand_base.min(current.desired);
-                (od, current.desired - od)
-            }
-            None => (u32::MAX, u32::MAX),
-        };
         let mut changes = Vec::new();
         for (mig, market) in migs {
+            // What this pass last saw of the group (or a fresh read), rather than `current`:
+            // a termination earlier in the pass has already lowered one group's size.
             let seen = self.seen(&mig, market).await?;
-            let (want, have) = match market {
-                Market::OnDemand => (want_od, have_od),
-                Market::Spot => (want_spot, have_spot),
+            let want = match market {
+                Market::OnDemand => want_od,
+                Market::Spot => want_spot,
             };
-            let have = if have == u32::MAX {
-                seen.target_size
-            } else {
-                have
-            };
+            let have = seen.target_size;
             if let Some(failure) = &seen.failure
                 && want >= have
                 && want > 0
