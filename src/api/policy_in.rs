@@ -576,7 +576,8 @@ fn gcp_groups(c: &mut Checks, p: &PolicyIn, types: &[InstanceChoice], zones: &mu
         }
         None if any_spot => c.fail(
             "spot_group",
-            "is required: an instance type allows spot, and a MIG runs one provisioning model;              name the Spot MIG, or allow only [\"on_demand\"] in instance_types",
+            "is required: an instance type allows spot, and a MIG runs one provisioning \
+             model; name the Spot MIG, or allow only [\"on_demand\"] in instance_types",
         ),
         None => {}
     }
