@@ -397,4 +397,17 @@ mod tests {
             Err(PushAuthError::Algorithm("none".into()))
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 200, ..Default::default() })]
+
+        /// Arbitrary tokens are refused, never accepted and never a panic.
+        #[test]
+        fn arbitrary_tokens_are_refused(parts in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40), 1..5)) {
+            let token = parts.iter().map(|p| URL_SAFE_NO_PAD.encode(p)).collect::<Vec<_>>().join(".");
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let out = rt.block_on(auth().verify(&token, NOW * 1000));
+            proptest::prop_assert!(out.is_err());
+        }
+    }
 }

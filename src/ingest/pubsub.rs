@@ -228,4 +228,20 @@ mod tests {
             "message.data.timestamp"
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// Any bytes as `message.data`: a notice with a worker and a deadline, or a field error.
+        #[test]
+        fn arbitrary_data_is_a_notice_or_an_error(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let body = json!({"message": {"data": STANDARD.encode(&bytes)}, "subscription": "s"});
+            if let Ok(p) = parse(&body) {
+                for (_, n) in &p.notices {
+                    proptest::prop_assert!(n.worker.as_deref().is_some_and(|w| !w.is_empty()));
+                    proptest::prop_assert_eq!(n.action_at_ms, Some(n.at_ms + GCP_PREEMPTION_NOTICE_MS));
+                }
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! The cloud event parser (EventBridge spot interruption and rebalance events, Alibaba ECS
-//! notifications, the generic form) under arbitrary and mutated bodies: it never panics, every
+//! notifications, GCP preemptions in a Pub/Sub push envelope, the generic form) under
+//! arbitrary and mutated bodies: it never panics, every
 //! notice it accepts has a known kind, a worker or pool, and times no later than the clock
 //! allows. Over HTTP, mutated bodies get a success or a 4xx problem, never a 5xx.
 
@@ -33,6 +34,23 @@ const ALIBABA: &str = r#"{"product": "ECS", "resourceId": "acs:ecs:cn-hangzhou:1
 const GENERIC: &str = r#"{"events": [
  {"kind": "interruption_warning", "worker": "vm-17", "pool": "gpu-t4", "at": "2026-12-03T10:00:00Z", "action_at": "2026-12-03T10:00:30Z", "id": "g-1"},
  {"kind": "capacity_error", "pool": "gpu-t4", "instance_type": "g5.12xlarge", "zone": "us-east-1b", "at": "2026-12-03T10:01:00Z", "message": "InsufficientInstanceCapacity"}]}"#;
+
+/// A Pub/Sub push of the preemption audit log entry (`data` is its base64 JSON).
+fn pubsub(entry: &Value) -> String {
+    use base64::Engine;
+    let data = base64::engine::general_purpose::STANDARD.encode(entry.to_string());
+    serde_json::json!({"message": {"data": data, "messageId": "2070443601311540",
+        "publishTime": "2026-12-03T11:59:00.802Z"},
+        "subscription": "projects/p/subscriptions/preemptions"})
+    .to_string()
+}
+
+fn preemption_entry() -> Value {
+    serde_json::json!({"protoPayload": {"methodName": "compute.instances.preempted",
+        "resourceName": "projects/p/zones/us-central1-f/instances/trainer-spot-1"},
+        "resource": {"type": "gce_instance", "labels": {"zone": "us-central1-f"}},
+        "insertId": "qnwer3e38dfz", "timestamp": "2026-12-03T11:59:00.325309Z"})
+}
 
 const KINDS: [&str; 4] = [
     cloud_events::INTERRUPTION_WARNING,
@@ -70,8 +88,15 @@ fn parse_bytes(bytes: &[u8]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn fixture() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec![SPOT_WARNING, REBALANCE, ALIBABA, GENERIC])
+fn fixture() -> impl Strategy<Value = String> {
+    let pushed = pubsub(&preemption_entry());
+    prop::sample::select(vec![
+        SPOT_WARNING.to_string(),
+        REBALANCE.to_string(),
+        ALIBABA.to_string(),
+        GENERIC.to_string(),
+        pushed,
+    ])
 }
 
 /// Any JSON value, a few levels deep, with the keys the parser looks for.
@@ -97,6 +122,12 @@ fn json() -> impl Strategy<Value = Value> {
         "instance_type",
         "zone",
         "message",
+        "data",
+        "subscription",
+        "protoPayload",
+        "methodName",
+        "resourceName",
+        "timestamp",
     ]);
     let text = prop::sample::select(vec![
         "EC2 Spot Instance Interruption Warning",
@@ -114,6 +145,8 @@ fn json() -> impl Strategy<Value = Value> {
         "99991231T235959.999-2359",
         "",
         "i-1",
+        "compute.instances.preempted",
+        "projects/p/zones/us-central1-a/instances/t-1",
     ]);
     let leaf = prop_oneof![
         Just(Value::Null),
@@ -145,6 +178,17 @@ proptest! {
     }
 
     #[test]
+    fn arbitrary_log_entries_pushed_by_pubsub_never_panic(entry in json(), raw in prop::collection::vec(any::<u8>(), 0..200)) {
+        parse_bytes(pubsub(&entry).as_bytes())?;
+        use base64::Engine;
+        let data = base64::engine::general_purpose::STANDARD.encode(&raw);
+        let body = serde_json::json!({"message": {"data": data}, "subscription": "s"});
+        if let Ok(parsed) = cloud_events::parse(&body, NOW_MS) {
+            check(&parsed)?;
+        }
+    }
+
+    #[test]
     fn arbitrary_json_shapes_never_panic(body in json()) {
         if let Ok(parsed) = cloud_events::parse(&body, NOW_MS) {
             check(&parsed)?;
@@ -154,7 +198,8 @@ proptest! {
 
 #[test]
 fn the_fixtures_parse() {
-    for text in [SPOT_WARNING, REBALANCE, ALIBABA, GENERIC] {
+    let pushed = pubsub(&preemption_entry());
+    for text in [SPOT_WARNING, REBALANCE, ALIBABA, GENERIC, pushed.as_str()] {
         let body: Value = serde_json::from_str(text).expect("JSON");
         let parsed = cloud_events::parse(&body, NOW_MS).expect(text);
         assert!(!parsed.notices.is_empty(), "{text}");

@@ -444,4 +444,29 @@ mod tests {
                 .unwrap();
         assert_eq!(m.dollars(), None);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// Whatever a SKU's money says, a price read from it is finite and not negative.
+        #[test]
+        fn prices_read_from_any_money_are_in_range(units in proptest::prelude::any::<i64>(), nanos in proptest::prelude::any::<i64>(), as_text in proptest::prelude::any::<bool>()) {
+            let units = if as_text { serde_json::json!(units.to_string()) } else { serde_json::json!(units) };
+            let m: Money = serde_json::from_value(serde_json::json!({"currencyCode": "USD", "units": units, "nanos": nanos})).unwrap();
+            if let Some(d) = m.dollars() {
+                proptest::prop_assert!(d.is_finite() && d >= 0.0, "{d}");
+            }
+        }
+
+        /// Arbitrary bytes as a SKU page: an error or an index, no panic.
+        #[test]
+        fn arbitrary_sku_pages_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            if let Ok(page) = serde_json::from_slice::<SkuPage>(&bytes) {
+                let mut index = SkuIndex::default();
+                for sku in page.skus {
+                    index.add(sku);
+                }
+            }
+        }
+    }
 }

@@ -432,4 +432,16 @@ mod tests {
         };
         assert_eq!(zone, None);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// Any status and body: a typed error that names the call, no panic.
+        #[test]
+        fn any_error_answer_names_the_call(status in 100u16..600, bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let body = String::from_utf8_lossy(&bytes);
+            let e = from_response(status, &body, &ctx());
+            proptest::prop_assert!(e.to_string().contains("resize of"), "{e}");
+        }
+    }
 }
