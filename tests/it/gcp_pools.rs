@@ -244,7 +244,7 @@ async fn a_pubsub_push_of_a_preemption_warns_the_worker_and_gets_a_replacement(b
         "the next spot type by priority, as for an AWS warning: {d}"
     );
     let events = app.get_json("/v1/pools/t4/events").await;
-    let warning = events["events"]
+    let warning = events["items"]
         .as_array()
         .unwrap()
         .iter()

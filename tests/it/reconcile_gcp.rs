@@ -214,7 +214,7 @@ async fn wait_for(compute: &Compute, app: &TestApp, want: (u32, u32, usize)) {
 }
 
 async fn live_workers(app: &TestApp) -> Vec<(String, String)> {
-    let mut w: Vec<(String, String)> = app.get_json("/v1/pools/t4/workers").await["workers"]
+    let mut w: Vec<(String, String)> = app.get_json("/v1/pools/t4/workers").await["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -305,7 +305,7 @@ async fn gcp_pool_follows_the_queue_to_three_across_both_migs_and_back_to_zero(b
         compute.log()[2],
         format!("delete trainers-spot [{:?}]", gone[0].0)
     );
-    let events: Value = app.get_json("/v1/pools/t4/events?limit=200").await["events"].clone();
+    let events: Value = app.get_json("/v1/pools/t4/events?limit=200").await["items"].clone();
     let terminations: Vec<&Value> = events
         .as_array()
         .unwrap()
