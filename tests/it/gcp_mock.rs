@@ -602,6 +602,52 @@ async fn regional_instances_are_deleted_by_reference_through_region_operations()
 }
 
 #[tokio::test]
+async fn a_wait_may_hold_the_request_longer_than_other_calls_may_take() {
+    let g = Google::start().await;
+    g.mount_token(3599, 1).await;
+    g.mount_group(STANDARD, "igm_standard", "managed_standard")
+        .await;
+    g.mount_templates().await;
+    let mut settings = g.settings();
+    // Every other call must answer within a second; `wait` holds this one for 1.5 s, as it
+    // may for up to two minutes.
+    settings.http.timeout = Duration::from_secs(1);
+    let p = GcpProvider::new(settings).unwrap();
+    let group = GroupRef {
+        spot_group: None,
+        ..group_ref()
+    };
+    let current = p.describe(&group).await.unwrap();
+    g.mount(
+        call(
+            "POST",
+            compute(&format!("{STANDARD}/resize")),
+            &[("size", "2")],
+        )
+        .with_request_id(),
+        answer(200, "op_resize_running"),
+        1,
+    )
+    .await;
+    let op = "operation-1733335200000-61f2b3a4c5d6e-7f8a9b0c-1d2e3f4a";
+    g.mount(
+        call(
+            "POST",
+            compute(&format!(
+                "projects/{PROJECT}/zones/{ZONE}/operations/{op}/wait"
+            )),
+            &[],
+        ),
+        answer(200, "op_resize_done").set_delay(Duration::from_millis(1500)),
+        1,
+    )
+    .await;
+    p.set_capacity(&group, &current, &spec(2, 0))
+        .await
+        .expect("the wait is not cut off by the client's timeout");
+}
+
+#[tokio::test]
 async fn terminating_without_decrement_recreates_the_instances() {
     let g = Google::start().await;
     g.mount_token(3599, 1).await;

@@ -112,26 +112,27 @@ impl Api {
         body: Option<&serde_json::Value>,
         ctx: &ErrorContext,
     ) -> ProviderResult<T> {
-        let url = self.url(service, path);
-        self.retry
-            .run(|| self.authorised(method.clone(), &url, query, body, ctx))
-            .await
+        let request = Outgoing {
+            method,
+            url: self.url(service, path),
+            query,
+            body,
+            timeout: None,
+        };
+        self.retry.run(|| self.authorised(&request, ctx)).await
     }
 
     /// One attempt, and one more with a new token if the cached one was refused (revoked, or
     /// expired earlier than it said).
     async fn authorised<T: DeserializeOwned>(
         &self,
-        method: Method,
-        url: &str,
-        query: &[(&str, String)],
-        body: Option<&serde_json::Value>,
+        request: &Outgoing<'_>,
         ctx: &ErrorContext,
     ) -> ProviderResult<T> {
-        match self.attempt(method.clone(), url, query, body, ctx).await {
+        match self.attempt(request, ctx).await {
             Err(Refused::Token) => {
                 self.tokens.invalidate();
-                match self.attempt(method, url, query, body, ctx).await {
+                match self.attempt(request, ctx).await {
                     Err(Refused::Token) => Err(ProviderError::Unauthorized(format!(
                         "{}: HTTP 401: the access token was refused twice",
                         ctx.what
@@ -147,19 +148,19 @@ impl Api {
 
     async fn attempt<T: DeserializeOwned>(
         &self,
-        method: Method,
-        url: &str,
-        query: &[(&str, String)],
-        body: Option<&serde_json::Value>,
+        r: &Outgoing<'_>,
         ctx: &ErrorContext,
     ) -> Result<T, Refused> {
         let token = self.tokens.token().await?;
         let mut request = self
             .http
-            .request(method, url)
+            .request(r.method.clone(), &r.url)
             .bearer_auth(token.expose())
-            .query(query);
-        if let Some(b) = body {
+            .query(r.query);
+        if let Some(t) = r.timeout {
+            request = request.timeout(t);
+        }
+        if let Some(b) = r.body {
             request = request.json(b);
         } else {
             // Compute Engine's POST methods without a body still want a length.
@@ -222,18 +223,16 @@ impl Api {
                     ctx.what, op.name, op.status, self.operation_timeout
                 )));
             }
-            // `wait` answers when the operation is done or after about two minutes; either
-            // way the answer is the operation as it stands.
-            op = self
-                .call(
-                    Method::POST,
-                    Service::Compute,
-                    &mig.operation_wait_path(&op.name),
-                    &[],
-                    None,
-                    ctx,
-                )
-                .await?;
+            // `wait` answers when the operation is done or after about two minutes (either way
+            // with the operation as it stands), so it gets longer than other calls.
+            let request = Outgoing {
+                method: Method::POST,
+                url: self.url(Service::Compute, &mig.operation_wait_path(&op.name)),
+                query: &[],
+                body: None,
+                timeout: Some(WAIT_TIMEOUT),
+            };
+            op = self.retry.run(|| self.authorised(&request, ctx)).await?;
         }
         Err(ProviderError::Other(format!(
             "{}: operation {} is still {} after {MAX_WAITS} waits",
@@ -244,6 +243,18 @@ impl Api {
 
 /// A guard against an endpoint that answers every `wait` at once without finishing.
 const MAX_WAITS: usize = 200;
+/// Longer than the two minutes `wait` may hold a request.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// One request, as every attempt of it is sent.
+struct Outgoing<'a> {
+    method: Method,
+    url: String,
+    query: &'a [(&'a str, String)],
+    body: Option<&'a serde_json::Value>,
+    /// Instead of the client's own.
+    timeout: Option<Duration>,
+}
 
 /// An attempt's failure: the token was refused (try once more with a new one), or an error.
 enum Refused {

@@ -156,18 +156,24 @@ impl GcpProvider {
         let mut seen = Seen {
             target_size: manager.target_size,
             instance_type: default.as_ref().map(|f| f.instance_type.clone()),
-            autoscaler: manager.status.and_then(|s| s.autoscaler),
+            autoscaler: manager.status.as_ref().and_then(|s| s.autoscaler.clone()),
             ..Seen::default()
         };
         let mut workers = Vec::with_capacity(listed.len());
         for m in listed {
-            let facts = match m
+            let version = m
                 .version
                 .as_ref()
-                .and_then(|v| v.instance_template.as_deref())
-            {
-                Some(url) => Some(self.template(url).await?),
-                None => default.clone(),
+                .and_then(|v| v.instance_template.as_deref());
+            let facts = match version {
+                Some(url) if Some(url) != manager.template() => match self.template(url).await {
+                    Ok(f) => Some(f),
+                    // An old version's template may be gone; the group's own still says
+                    // what the group runs.
+                    Err(ProviderError::NotFound(_)) => default.clone(),
+                    Err(e) => return Err(e),
+                },
+                _ => default.clone(),
             };
             let flexible = m
                 .properties_from_flexibility_policy
@@ -449,14 +455,30 @@ impl Provider for GcpProvider {
             if references.is_empty() {
                 continue;
             }
-            if let Err(e) = compute::remove(&self.api, mig, &references, decrement).await {
-                tracing::warn!(group = %mig, error = %e, "cannot remove instances");
-                first_error.get_or_insert(e);
+            let key = mig.to_string();
+            match compute::remove(&self.api, mig, &references, decrement).await {
+                // `deleteInstances` lowers the target size by as many.
+                Ok(()) if decrement => {
+                    if let Some(s) = lock(&self.seen).get_mut(&key) {
+                        let n = u32::try_from(references.len()).unwrap_or(u32::MAX);
+                        s.target_size = s.target_size.saturating_sub(n);
+                        s.members.retain(|(_, r)| !references.contains(r));
+                        let members = &s.members;
+                        s.failing
+                            .retain(|name| members.iter().any(|(n, _)| n == name));
+                        if s.failing.is_empty() {
+                            s.failure = None;
+                        }
+                    }
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!(group = %mig, error = %e, "cannot remove instances");
+                    // Not known what was removed: read the group again when next needed.
+                    lock(&self.seen).remove(&key);
+                    first_error.get_or_insert(e);
+                }
             }
-        }
-        // Sizes and members changed; the next describe reads them again.
-        for (mig, _) in &migs {
-            lock(&self.seen).remove(&mig.to_string());
         }
         first_error.map_or(Ok(()), Err)
     }
