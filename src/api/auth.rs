@@ -1,6 +1,6 @@
 //! Authentication and authorisation at the edge: which scope each route needs, the middleware
-//! that checks the bearer key (or a webhook's signature, or a Pub/Sub push token) against it, per-key rate limits on
-//! ingestion, and the security scheme in the OpenAPI document.
+//! that checks the bearer key (or a webhook's signature, or a Pub/Sub push token) against it,
+//! per-key rate limits on ingestion, and the security scheme in the OpenAPI document.
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
