@@ -224,12 +224,12 @@ fn plain_offering(provider: &str, row: &Row<'_>) -> Result<Option<ImportedOfferi
 /// (the cheapest of the listed ones in the zone is taken); the others (T4, V100, P100, P4,
 /// K80) attach to a general-purpose N1 VM with at least SkyPilot's vCPUs for that GPU count
 /// and four GiB of memory per vCPU.
-enum GcpHost {
+pub(crate) enum GcpHost {
     Fixed(&'static [&'static str]),
     N1 { vcpus: f64 },
 }
 
-fn gcp_host(gpu: &str, count: u32) -> Option<GcpHost> {
+pub(crate) fn gcp_host(gpu: &str, count: u32) -> Option<GcpHost> {
     use GcpHost::{Fixed, N1};
     Some(match (gpu, count) {
         ("A100", 1) => Fixed(&["a2-highgpu-1g"]),
@@ -275,9 +275,9 @@ fn gcp_host(gpu: &str, count: u32) -> Option<GcpHost> {
 }
 
 /// The N1 families SkyPilot attaches GPUs to.
-const N1_FAMILIES: [&str; 3] = ["n1-standard-", "n1-highmem-", "n1-highcpu-"];
+pub(crate) const N1_FAMILIES: [&str; 3] = ["n1-standard-", "n1-highmem-", "n1-highcpu-"];
 /// SkyPilot asks N1 hosts for at least this much memory per vCPU, GiB.
-const N1_MEMORY_PER_VCPU: f64 = 4.0;
+pub(crate) const N1_MEMORY_PER_VCPU: f64 = 4.0;
 
 /// A host VM row's figures in one zone.
 struct Host<'a> {

@@ -261,7 +261,7 @@ mod tests {
     fn region_wide_prices_reach_the_zones_the_catalog_lists() {
         let catalog = bundled_snapshot();
         let zones: Vec<String> = catalog
-            .offerings_of("gcp", "n1-highmem-8+T4x1")
+            .offerings_of("gcp", "n1-highmem-4+T4x1")
             .filter(|o| o.key.region == "us-central1")
             .map(|o| o.key.zone.clone())
             .collect();
@@ -270,17 +270,17 @@ mod tests {
             "the bundle lists T4 hosts per zone: {zones:?}"
         );
         let quote = |market, dollars| PriceQuote {
-            instance_type: "n1-highmem-8+T4x1".into(),
+            instance_type: "n1-highmem-4+T4x1".into(),
             zone: None,
             market,
             dollars_per_hour: dollars,
             at_ms: 0,
         };
         let refresh = Refresh {
-            types: vec![info("n1-highmem-8+T4x1", "T4", 1.0)],
+            types: vec![info("n1-highmem-4+T4x1", "T4", 1.0)],
             prices: vec![
-                quote(Market::OnDemand, 0.823212),
-                quote(Market::Spot, 0.32286),
+                quote(Market::OnDemand, 0.586606),
+                quote(Market::Spot, 0.195902),
             ],
         };
         let import = to_import(&catalog, "gcp", "us-central1", &refresh);
@@ -292,8 +292,8 @@ mod tests {
                 "{:?}",
                 o.key
             );
-            assert_eq!(o.on_demand, Some(Micros(823_212)));
-            assert_eq!(o.spot, Some(Micros(322_860)));
+            assert_eq!(o.on_demand, Some(Micros(586_606)));
+            assert_eq!(o.spot, Some(Micros(195_902)));
         }
     }
 

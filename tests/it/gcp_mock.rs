@@ -371,7 +371,7 @@ pub fn group_ref() -> GroupRef {
 
 pub fn spec(od: u32, spot: u32) -> CapacitySpec {
     let target = |market, count| Target {
-        instance_type: "n1-highmem-8+T4x1".into(),
+        instance_type: "n1-highmem-4+T4x1".into(),
         market,
         count,
         zones: vec![],
@@ -383,7 +383,7 @@ pub fn spec(od: u32, spot: u32) -> CapacitySpec {
         distribution: Distribution {
             on_demand_base: 0,
             on_demand_percentage_above_base: 20,
-            instance_types: vec!["n1-highmem-8+T4x1".into()],
+            instance_types: vec!["n1-highmem-4+T4x1".into()],
         },
         targets: [(Market::OnDemand, od), (Market::Spot, spot)]
             .into_iter()
@@ -413,7 +413,7 @@ async fn describe_reads_both_migs_their_managed_instances_and_templates() {
         Some(Distribution {
             on_demand_base: 1,
             on_demand_percentage_above_base: 0,
-            instance_types: vec!["n1-highmem-8+T4x1".into()],
+            instance_types: vec!["n1-highmem-4+T4x1".into()],
         })
     );
     let w = &cap.workers;
@@ -422,7 +422,7 @@ async fn describe_reads_both_migs_their_managed_instances_and_templates() {
         (w[0].id.as_str(), w[0].market, w[0].state),
         ("trainers-9m2x", Market::OnDemand, WorkerState::Running)
     );
-    assert_eq!(w[0].instance_type, "n1-highmem-8+T4x1");
+    assert_eq!(w[0].instance_type, "n1-highmem-4+T4x1");
     assert_eq!(w[0].zone.as_deref(), Some(ZONE));
     assert_eq!(
         (w[1].market, w[1].state),
@@ -698,7 +698,7 @@ async fn an_operation_that_ends_in_a_stockout_is_insufficient_capacity_in_its_zo
             zone,
             message,
         }) => {
-            assert_eq!(instance_type.as_deref(), Some("n1-highmem-8+T4x1"));
+            assert_eq!(instance_type.as_deref(), Some("n1-highmem-4+T4x1"));
             assert_eq!(zone.as_deref(), Some(ZONE));
             assert!(
                 message.contains("ZONE_RESOURCE_POOL_EXHAUSTED"),
@@ -738,7 +738,7 @@ async fn instances_the_mig_cannot_create_count_as_missing_and_the_mig_is_not_gro
             zone,
             ..
         }) => {
-            assert_eq!(instance_type.as_deref(), Some("n1-highmem-8+T4x1"));
+            assert_eq!(instance_type.as_deref(), Some("n1-highmem-4+T4x1"));
             assert_eq!(zone.as_deref(), Some(ZONE));
         }
         other => panic!("{other:?}"),
@@ -1081,8 +1081,8 @@ async fn a_refresh_prices_gpus_plus_host_vcpus_and_memory_from_both_sku_pages() 
     mount_skus(&g).await;
     let p = g.provider();
     let types = vec![
-        "n1-highmem-8+T4x1".to_string(),
-        "n1-highmem-16+T4x2".to_string(),
+        "n1-highmem-4+T4x1".to_string(),
+        "n1-highmem-8+T4x2".to_string(),
         "a2-highgpu-1g".to_string(),
     ];
     let r = p.refresh("us-central1", &types, 0).await.expect("refresh");
@@ -1092,14 +1092,11 @@ async fn a_refresh_prices_gpus_plus_host_vcpus_and_memory_from_both_sku_pages() 
             .find(|q| q.instance_type == t && q.market == m)
             .map(|q| (q.dollars_per_hour * 1e6).round() / 1e6)
     };
-    // 0.35 + 8 × 0.031611 + 52 × 0.004237; spot 0.14 + 8 × 0.007469 + 52 × 0.001001.
-    assert_eq!(price("n1-highmem-8+T4x1", Market::OnDemand), Some(0.823212));
-    assert_eq!(price("n1-highmem-8+T4x1", Market::Spot), Some(0.251804));
-    // 2 × 0.35 + 16 × 0.031611 + 104 × 0.004237.
-    assert_eq!(
-        price("n1-highmem-16+T4x2", Market::OnDemand),
-        Some(1.646424)
-    );
+    // 0.35 + 4 × 0.031611 + 26 × 0.004237; spot 0.14 + 4 × 0.007469 + 26 × 0.001001.
+    assert_eq!(price("n1-highmem-4+T4x1", Market::OnDemand), Some(0.586606));
+    assert_eq!(price("n1-highmem-4+T4x1", Market::Spot), Some(0.195902));
+    // 2 × 0.35 + 8 × 0.031611 + 52 × 0.004237.
+    assert_eq!(price("n1-highmem-8+T4x2", Market::OnDemand), Some(1.173212));
     assert!(
         r.prices.iter().all(|q| q.zone.is_none()),
         "list prices hold region-wide"
@@ -1122,6 +1119,37 @@ async fn a_refresh_prices_gpus_plus_host_vcpus_and_memory_from_both_sku_pages() 
 }
 
 #[tokio::test]
+async fn a_refresh_of_every_gpu_type_names_each_count_by_its_cheapest_host_as_the_catalog_does() {
+    let g = Google::start().await;
+    g.mount_token(3599, 1).await;
+    mount_skus(&g).await;
+    let r = g
+        .provider()
+        .refresh("us-central1", &[], 0)
+        .await
+        .expect("refresh");
+    let mut names: Vec<&str> = r.types.iter().map(|t| t.instance_type.as_str()).collect();
+    names.sort();
+    // Only T4s are priced in the answer; one wants 4 vCPUs and 16 GiB, two 8 and 32, four
+    // 48 and 192: the cheapest N1 sizes that hold them, as the bundled catalog names them.
+    assert_eq!(
+        names,
+        [
+            "n1-highmem-4+T4x1",
+            "n1-highmem-8+T4x2",
+            "n1-standard-64+T4x4"
+        ]
+    );
+    let four = r
+        .prices
+        .iter()
+        .find(|q| q.instance_type == "n1-standard-64+T4x4" && q.market == Market::OnDemand)
+        .unwrap();
+    // 4 × 0.35 + 64 × 0.031611 + 240 × 0.004237.
+    assert_eq!((four.dollars_per_hour * 1e6).round() / 1e6, 4.439984);
+}
+
+#[tokio::test]
 async fn the_refresh_lands_in_the_catalog_for_the_region_and_its_zones() {
     let g = Google::start().await;
     g.mount_token(3599, 1).await;
@@ -1133,7 +1161,7 @@ async fn the_refresh_lands_in_the_catalog_for_the_region_and_its_zones() {
         &catalog,
         &g.provider(),
         "us-central1",
-        &["n1-highmem-8+T4x1".to_string()],
+        &["n1-highmem-4+T4x1".to_string()],
         trainscaler::timefmt::now_ms(),
     )
     .await
@@ -1146,7 +1174,7 @@ async fn the_refresh_lands_in_the_catalog_for_the_region_and_its_zones() {
         .catalog
         .refresh_after_write(&app.state.store)
         .await;
-    let o = app.get_json("/v1/offerings/gcp/n1-highmem-8+T4x1").await;
+    let o = app.get_json("/v1/offerings/gcp/n1-highmem-4+T4x1").await;
     let central: Vec<&Value> = o["locations"]
         .as_array()
         .unwrap()
@@ -1156,8 +1184,8 @@ async fn the_refresh_lands_in_the_catalog_for_the_region_and_its_zones() {
     // The bundle's four zones and the region: each at the refreshed prices.
     assert_eq!(central.len(), 5, "{o:#}");
     for l in central {
-        assert_eq!(l["on_demand_price"], json!(0.823212), "{l}");
-        assert_eq!(l["spot_price"], json!(0.251804), "{l}");
+        assert_eq!(l["on_demand_price"], json!(0.586606), "{l}");
+        assert_eq!(l["spot_price"], json!(0.195902), "{l}");
     }
     let from_api = o["price_history"]
         .as_array()

@@ -28,7 +28,7 @@ fn gcp_policy() -> Value {
         "region": "us-central1",
         "group": STANDARD,
         "spot_group": SPOT,
-        "instance_types": ["n1-highmem-8+T4x1"],
+        "instance_types": ["n1-highmem-4+T4x1"],
         "max_workers": 4
     })
 }
@@ -52,7 +52,7 @@ async fn gcp_policies_name_their_migs_and_a_spot_mig_exactly_when_spot_is_allowe
     let mut od = gcp_policy();
     od["spot_group"] = Value::Null;
     od["instance_types"] =
-        json!([{"instance_type": "n1-highmem-8+T4x1", "markets": ["on_demand"]}]);
+        json!([{"instance_type": "n1-highmem-4+T4x1", "markets": ["on_demand"]}]);
     create_pool(&app, "t4-od", &od).await;
 
     let with = |k: &str, v: Value| {
@@ -191,14 +191,14 @@ async fn a_pubsub_push_of_a_preemption_warns_the_worker_and_gets_a_replacement(b
     // Decided for, not actuated; the next spot type is an L4 host.
     policy["group"] = Value::Null;
     policy["spot_group"] = Value::Null;
-    policy["instance_types"] = json!(["n1-highmem-8+T4x1", "g2-standard-4"]);
+    policy["instance_types"] = json!(["n1-highmem-4+T4x1", "g2-standard-4"]);
     policy["max_interruption_rate"] = json!(1.0);
     create_pool(&app, "t4", &policy).await;
     for id in ["trainers-spot-x7k2", "trainers-spot-b41q"] {
         let r = put(
             &app,
             &format!("/v1/pools/t4/workers/{id}"),
-            &json!({"instance_type": "n1-highmem-8+T4x1", "market": "spot", "zone": "us-central1-a"}),
+            &json!({"instance_type": "n1-highmem-4+T4x1", "market": "spot", "zone": "us-central1-a"}),
         )
         .await;
         assert_eq!(r.status(), 201);

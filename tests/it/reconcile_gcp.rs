@@ -273,7 +273,7 @@ async fn gcp_pool_follows_the_queue_to_three_across_both_migs_and_back_to_zero(b
         "t4",
         &json!({
             "provider": "gcp", "region": "us-central1", "group": STANDARD, "spot_group": SPOT,
-            "instance_types": ["n1-highmem-8+T4x1"], "max_workers": 4,
+            "instance_types": ["n1-highmem-4+T4x1"], "max_workers": 4,
             "scale_down_cooldown_sec": 1, "stabilization_window_sec": 0, "idle_to_zero_after_sec": 2
         }),
     )
@@ -340,7 +340,7 @@ async fn gcp_pool_follows_the_queue_to_three_across_both_migs_and_back_to_zero(b
         "{metrics}"
     );
     // The leader priced the pool's type from the Billing catalog.
-    let o = app.get_json("/v1/offerings/gcp/n1-highmem-8+T4x1").await;
+    let o = app.get_json("/v1/offerings/gcp/n1-highmem-4+T4x1").await;
     assert!(
         o["price_history"]
             .as_array()
@@ -348,7 +348,7 @@ async fn gcp_pool_follows_the_queue_to_three_across_both_migs_and_back_to_zero(b
             .iter()
             .any(|p| p["source"] == "gcp-api"
                 && p["market"] == "spot"
-                && p["price"] == json!(0.251804)),
+                && p["price"] == json!(0.195902)),
         "{o:#}"
     );
     reconciler.stop().await;

@@ -303,12 +303,7 @@ impl Provider for GcpProvider {
         instance_types: &[String],
         _since_ms: i64,
     ) -> ProviderResult<Refresh> {
-        let names = if instance_types.is_empty() {
-            shapes::known_gpu_types()
-        } else {
-            instance_types.to_vec()
-        };
-        let wanted: Vec<shapes::Shape> = names
+        let named: Vec<shapes::Shape> = instance_types
             .iter()
             .filter_map(|n| {
                 let s = shapes::shape(n);
@@ -318,10 +313,28 @@ impl Provider for GcpProvider {
                 s
             })
             .collect();
-        if wanted.is_empty() {
+        if named.is_empty() && !instance_types.is_empty() {
             return Ok(Refresh::default());
         }
         let index = self.skus().await?;
+        let wanted = if instance_types.is_empty() {
+            // As the bundled catalog names offerings: the cheapest host of each GPU count.
+            shapes::candidate_groups()
+                .into_iter()
+                .filter_map(|group| {
+                    group
+                        .into_iter()
+                        .filter_map(|s| {
+                            let (p, _) = index.price(&s, Market::OnDemand, region)?;
+                            Some((p, s))
+                        })
+                        .min_by(|a, b| a.0.total_cmp(&b.0))
+                        .map(|(_, s)| s)
+                })
+                .collect()
+        } else {
+            named
+        };
         let (types, prices) = billing::quotes(&index, &wanted, region, (self.clock)());
         Ok(Refresh { types, prices })
     }

@@ -5,7 +5,7 @@
 //! machine type and accelerators to that name, and from the name to the host's vCPUs, memory
 //! and GPUs, which is what the Billing catalog's per-vCPU, per-GiB and per-GPU SKUs price.
 
-use crate::catalog::skypilot::gcp_host;
+use crate::catalog::skypilot::{GcpHost, N1_FAMILIES, N1_MEMORY_PER_VCPU, gcp_host};
 
 /// A machine series as Cloud Billing describes its vCPU and memory SKUs
 /// (`N1 Predefined Instance Core running in Americas`, `A2 Instance Ram running in ...`).
@@ -115,6 +115,9 @@ pub fn shape(instance_type: &str) -> Option<Shape> {
     match family {
         "n1-standard" | "n1-highmem" | "n1-highcpu" => {
             let vcpus: u32 = size.parse().ok()?;
+            if !N1_SIZES.contains(&vcpus) {
+                return None;
+            }
             let per_vcpu = match family {
                 "n1-standard" => 3.75,
                 "n1-highmem" => 6.5,
@@ -122,10 +125,12 @@ pub fn shape(instance_type: &str) -> Option<Shape> {
             };
             let (gpu, count) = n1_gpus?.split_once('x')?;
             let gpu = ACCELERATORS.iter().map(|(_, g)| *g).find(|g| *g == gpu)?;
+            // Compute Engine states memory in whole MiB (n1-highcpu-16: 14746 MiB).
+            let memory_gib = (f64::from(vcpus) * per_vcpu * 1024.0).round() / 1024.0;
             Some(shape(
                 Series::N1,
                 f64::from(vcpus),
-                f64::from(vcpus) * per_vcpu,
+                memory_gib,
                 gpu,
                 count.parse().ok()?,
             ))
@@ -183,35 +188,53 @@ pub fn shape(instance_type: &str) -> Option<Shape> {
     }
 }
 
-/// Every GPU offering the bundled catalog knows how to name, for a refresh that is given no
-/// instance types: the GPU counts each model comes in, on the host `gcp_host` picks for it.
-pub fn known_gpu_types() -> Vec<String> {
-    const COUNTS: &[(&str, &[u32])] = &[
-        ("T4", &[1, 2, 4]),
-        ("V100", &[1, 2, 4, 8]),
-        ("P100", &[1, 2, 4]),
-        ("P4", &[1, 2, 4]),
-        ("A100", &[1, 2, 4, 8, 16]),
-        ("A100-80GB", &[1, 2, 4, 8]),
-        ("L4", &[1, 2, 4, 8]),
-        ("H100", &[1, 2, 4, 8]),
-        ("H100-MEGA", &[8]),
-        ("H200", &[8]),
-        ("B200", &[8]),
-    ];
-    let mut out = Vec::new();
-    for (gpu, counts) in COUNTS {
+/// N1 predefined sizes, vCPUs.
+const N1_SIZES: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 96];
+
+/// GPU models and the counts each comes in on one VM.
+const GPU_COUNTS: &[(&str, &[u32])] = &[
+    ("T4", &[1, 2, 4]),
+    ("V100", &[1, 2, 4, 8]),
+    ("P100", &[1, 2, 4]),
+    ("P4", &[1, 2, 4]),
+    ("A100", &[1, 2, 4, 8, 16]),
+    ("A100-80GB", &[1, 2, 4, 8]),
+    ("L4", &[1, 2, 4, 8]),
+    ("H100", &[1, 2, 4, 8]),
+    ("H100-MEGA", &[8]),
+    ("H200", &[8]),
+    ("B200", &[8]),
+];
+
+/// Every GPU offering the bundled catalog can name, for a refresh given no instance types:
+/// per GPU model and count, the hosts `catalog::skypilot` picks from (the fixed machine
+/// types, or every N1 size with enough vCPUs and memory). The catalog takes the cheapest of
+/// each group, and so does the refresh, with the prices it reads.
+pub fn candidate_groups() -> Vec<Vec<Shape>> {
+    let mut groups = Vec::new();
+    for (gpu, counts) in GPU_COUNTS {
         for &n in *counts {
-            if let Some(host) = gcp_host(gpu, n) {
-                out.push(if host.starts_with("n1-") {
-                    format!("{host}+{gpu}x{n}")
-                } else {
-                    host
-                });
+            let names: Vec<String> = match gcp_host(gpu, n) {
+                Some(GcpHost::Fixed(types)) => types.iter().map(|t| t.to_string()).collect(),
+                Some(GcpHost::N1 { vcpus }) => N1_FAMILIES
+                    .iter()
+                    .flat_map(|family| N1_SIZES.iter().map(move |size| format!("{family}{size}")))
+                    .map(|host| format!("{host}+{gpu}x{n}"))
+                    .filter(|name| {
+                        shape(name).is_some_and(|s| {
+                            s.vcpus >= vcpus && s.memory_gib >= vcpus * N1_MEMORY_PER_VCPU
+                        })
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            let group: Vec<Shape> = names.iter().filter_map(|t| shape(t)).collect();
+            if !group.is_empty() {
+                groups.push(group);
             }
         }
     }
-    out
+    groups
 }
 
 #[cfg(test)]
@@ -273,12 +296,39 @@ mod tests {
     }
 
     #[test]
-    fn every_known_gpu_type_has_a_shape() {
-        let all = known_gpu_types();
-        assert!(all.contains(&"n1-highmem-16+T4x2".to_string()), "{all:?}");
-        assert!(all.contains(&"a3-megagpu-8g".to_string()), "{all:?}");
-        for t in &all {
-            assert!(shape(t).is_some(), "{t}");
-        }
+    fn candidates_are_the_hosts_the_bundled_catalog_picks_from() {
+        let groups = candidate_groups();
+        let names = |i: usize| -> Vec<&str> {
+            groups[i].iter().map(|s| s.instance_type.as_str()).collect()
+        };
+        // One T4 wants 4 vCPUs and 16 GiB: not n1-standard-4 (15 GiB) or any n1-highcpu of
+        // up to 16 vCPUs.
+        let one_t4 = names(0);
+        assert!(one_t4.contains(&"n1-highmem-4+T4x1"), "{one_t4:?}");
+        assert!(one_t4.contains(&"n1-standard-8+T4x1"), "{one_t4:?}");
+        assert!(!one_t4.contains(&"n1-standard-4+T4x1"), "{one_t4:?}");
+        assert!(!one_t4.contains(&"n1-highcpu-16+T4x1"), "{one_t4:?}");
+        let l4: Vec<&str> = groups
+            .iter()
+            .find(|g| g[0].gpu == "L4")
+            .unwrap()
+            .iter()
+            .map(|s| s.instance_type.as_str())
+            .collect();
+        assert_eq!(
+            l4,
+            [
+                "g2-standard-4",
+                "g2-standard-8",
+                "g2-standard-12",
+                "g2-standard-16",
+                "g2-standard-32"
+            ]
+        );
+        assert!(groups.iter().all(|g| !g.is_empty()));
+        assert_eq!(
+            shape("n1-highcpu-16+T4x1").map(|s| s.memory_gib),
+            Some(14.400390625)
+        );
     }
 }
