@@ -44,7 +44,8 @@ pub struct AppState {
     pub remote_write: Arc<LabelMapping>,
     /// Largest decompressed remote-write body.
     pub max_decompressed_bytes: usize,
-    /// Names of pools that just got work or want workers, for KEDA's `StreamIsActive`.
+    /// Names of pools that just got work, want workers or may have gone idle, for KEDA's
+    /// `StreamIsActive` and the reconciler.
     pub activity: broadcast::Sender<String>,
     /// Names of pools whose target or cloud state just changed, for the reconciler.
     pub dirty: broadcast::Sender<String>,

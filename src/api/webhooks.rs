@@ -176,7 +176,7 @@ pub async fn post_metrics(
         .store
         .ingest_once(&samples, shows_work, now, once)
         .await?;
-    for pool in &report.active_pools {
+    for pool in report.active_pools.iter().chain(&report.quiet_pools) {
         state.announce_activity(pool);
     }
     state
@@ -292,7 +292,7 @@ pub async fn post_prometheus(
         }
         other => other?,
     };
-    for pool in &report.active_pools {
+    for pool in report.active_pools.iter().chain(&report.quiet_pools) {
         state.announce_activity(pool);
     }
     state

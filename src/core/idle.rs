@@ -82,6 +82,15 @@ pub mod names {
     pub const GPU_MEMORY_USED_GIB: &str = "gpu_memory_used_gib";
 }
 
+/// Whether a series counts jobs (waiting, pending or running), so that its zero says the
+/// pool has no work rather than that one GPU rests.
+pub fn counts_jobs(name: &str) -> bool {
+    matches!(
+        name,
+        names::QUEUE_DEPTH | names::PENDING_JOBS | names::RUNNING_JOBS
+    )
+}
+
 /// Whether one sample shows work under the policy: jobs, a GPU at or above the idle
 /// utilisation threshold, or (when `idle_gpu_memory_gib` is set) GPU memory at or above it.
 pub fn shows_work(policy: &Policy, name: &str, value: f64) -> bool {

@@ -1,8 +1,8 @@
 //! KEDA's external scaler over gRPC (`externalscaler.ExternalScaler`): KEDA asks for a pool's
 //! metric spec, its value and whether it is active, and trainscaler answers from the same pool
 //! decision `POST /decide` makes (recorded the same way), so KEDA, schedulers and the fleet
-//! view agree. `StreamIsActive` pushes `true` as soon as an idle pool gets work, for
-//! `external-push` triggers.
+//! view agree. `StreamIsActive` pushes `true` as soon as an idle pool gets work and `false`
+//! as soon as a busy pool goes idle, for `external-push` triggers (see `stream_is_active`).
 //!
 //! KEDA shares one connection between ScaledObjects, so everything is keyed by the request's
 //! metadata (`pool`), never by connection.
@@ -10,10 +10,11 @@
 #[allow(clippy::all, clippy::pedantic, missing_docs)]
 pub mod externalscaler;
 pub mod server;
+pub mod wake;
 
 use std::pin::Pin;
 
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -27,6 +28,7 @@ use externalscaler::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
     MetricValue, ScaledObjectRef,
 };
+use wake::Wake;
 
 /// The trigger metadata key that names the pool.
 pub const POOL_KEY: &str = "pool";
@@ -134,25 +136,26 @@ impl ExternalScaler for Scaler {
 
     type StreamIsActiveStream = Stream2<IsActiveResponse>;
 
-    /// Sends the pool's activity now, then again whenever it changes because of new work
-    /// (a metric showing work, or a decision that wants workers), until the client goes.
+    /// Sends the pool's activity now, then again whenever it changes, until the client goes.
+    /// The stream decides again when it is woken (see [`Wake`]) and sends only a change.
     async fn stream_is_active(
         &self,
         request: Request<ScaledObjectRef>,
     ) -> Result<Response<Self::StreamIsActiveStream>, Status> {
         let pool = pool_of(request.get_ref())?;
         // Subscribe before the first decision, so work arriving in between is not missed.
-        let mut activity = self.state.activity.subscribe();
-        let first = self.decide(&pool).await?.decision.desired > 0;
+        let mut wake = Wake::new(&self.state);
+        let first = self.decide(&pool).await?;
         let (tx, rx) = mpsc::channel(4);
         let scaler = self.clone();
         let open = OpenStream::new(&self.state);
         let mut stopping = self.stopping.clone();
         tokio::spawn(async move {
             let _open = open;
-            let mut last = first;
+            let mut last = first.decision.desired > 0;
+            let mut recheck_at = wake.recheck_at(&first);
             if tx
-                .send(Ok(IsActiveResponse { result: first }))
+                .send(Ok(IsActiveResponse { result: last }))
                 .await
                 .is_err()
             {
@@ -162,20 +165,20 @@ impl ExternalScaler for Scaler {
                 let woken = tokio::select! {
                     _ = tx.closed() => break,
                     _ = stopping.wait_for(|stop| *stop) => break,
-                    m = activity.recv() => m,
+                    w = wake.next(&pool, recheck_at) => w,
                 };
-                match woken {
-                    Ok(p) if p != pool => continue,
-                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => break,
+                if !woken {
+                    break;
                 }
-                let active = match scaler.decide(&pool).await {
-                    Ok(d) => d.decision.desired > 0,
+                let d = match scaler.decide(&pool).await {
+                    Ok(d) => d,
                     Err(status) => {
                         let _ = tx.send(Err(status)).await;
                         break;
                     }
                 };
+                let active = d.decision.desired > 0;
+                recheck_at = wake.recheck_at(&d);
                 if active != last {
                     last = active;
                     if tx

@@ -626,7 +626,14 @@ macro_rules! pool_sql {
                     .map(|l| l.pool.clone())
                     .collect();
                 active_pools.dedup();
-                for pool in &active_pools {
+                let mut quiet_pools: Vec<String> = latest
+                    .iter()
+                    .filter(|l| $crate::core::idle::counts_jobs(l.name) && l.activity.last_busy_at_ms.is_none())
+                    .map(|l| l.pool.clone())
+                    .filter(|p| !active_pools.contains(p))
+                    .collect();
+                quiet_pools.dedup();
+                for pool in active_pools.iter().chain(&quiet_pools) {
                     Self::announce_activity(&mut tx, pool).await?;
                 }
                 let total = samples.len() as u64;
@@ -634,6 +641,7 @@ macro_rules! pool_sql {
                     accepted: total,
                     duplicates: total.saturating_sub(inserted),
                     active_pools,
+                    quiet_pools,
                 };
                 Self::finish_once(&mut tx, &once, &report).await?;
                 tx.commit().await?;

@@ -42,6 +42,9 @@ pub struct IngestReport {
     pub duplicates: u64,
     /// Pools with a sample in the batch that shows work.
     pub active_pools: Vec<String>,
+    /// Pools with no sample in the batch that shows work, whose queue or jobs series says
+    /// zero: the pool may be going idle, so `StreamIsActive` subscribers decide again.
+    pub quiet_pools: Vec<String>,
 }
 
 /// The newest sample of one series.

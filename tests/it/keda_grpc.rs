@@ -13,10 +13,10 @@ use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 use trainscaler::keda::externalscaler::external_scaler_client::ExternalScalerClient;
-use trainscaler::keda::externalscaler::{GetMetricsRequest, ScaledObjectRef};
+use trainscaler::keda::externalscaler::{GetMetricsRequest, IsActiveResponse, ScaledObjectRef};
 
 use crate::common::{Backend, TestApp, assert_problem};
-use crate::http_pools::{create_pool, rfc3339_ago, samples, t4_policy};
+use crate::http_pools::{create_pool, decide, rfc3339_ago, samples, t4_policy};
 use crate::on_both_backends;
 
 async fn channel(app: &TestApp) -> Channel {
@@ -189,6 +189,111 @@ async fn stream_pushes_true_when_an_idle_pool_gets_work(backend: Backend) {
     );
 }
 
+/// A policy for pool `name` that lets it go to zero `idle_sec` after its queue empties, with no
+/// cooldown or stabilisation window in the way.
+async fn idling_pool(app: &TestApp, name: &str, idle_sec: u64, min_workers: u32) {
+    let mut policy = t4_policy();
+    policy["idle_to_zero_after_sec"] = json!(idle_sec);
+    policy["scale_down_cooldown_sec"] = json!(0);
+    policy["stabilization_window_sec"] = json!(0);
+    policy["min_workers"] = json!(min_workers);
+    let r = crate::http_pools::put(app, &format!("/v1/pools/{name}"), &policy).await;
+    assert!(
+        r.status().is_success(),
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+}
+
+/// The next message on an open stream, waited for a bounded time.
+async fn pushed(stream: &mut tonic::Streaming<IsActiveResponse>, within: Duration) -> bool {
+    tokio::time::timeout(within, stream.message())
+        .await
+        .expect("a push within the bound")
+        .expect("the stream is healthy")
+        .expect("a message, not the end of the stream")
+        .result
+}
+
+/// `false` follows `true` as soon as the queue empties when the policy waits no idle time: the
+/// queue's zero wakes the stream, which decides again.
+async fn stream_pushes_false_when_the_queue_empties(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    idling_pool(&app, "drain", 0, 0).await;
+    let mut keda = ExternalScalerClient::new(channel(&app).await);
+    let mut stream = keda
+        .stream_is_active(object(Some("drain")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!pushed(&mut stream, Duration::from_secs(5)).await);
+
+    let queue = |n: u32| json!([{"pool": "drain", "name": "queue_depth", "value": n, "at": rfc3339_ago(0)}]);
+    samples(&app, queue(2)).await;
+    assert!(
+        pushed(&mut stream, Duration::from_secs(5)).await,
+        "work arrived"
+    );
+    samples(&app, queue(0)).await;
+    assert!(
+        !pushed(&mut stream, Duration::from_secs(5)).await,
+        "the queue emptied"
+    );
+    // The stream's own decision was recorded: the pool's target is zero again.
+    assert_eq!(app.get_json("/fleet/drain").await["desired"], 0);
+}
+
+/// A pool on its idle timer is pushed `false` when the timer runs out, though nobody asks and
+/// no signal arrives then: the stream decides again at the decision's next evaluation.
+async fn stream_pushes_false_when_the_idle_time_runs_out(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    idling_pool(&app, "resting", 1, 0).await;
+    let queue = |n: u32| json!([{"pool": "resting", "name": "queue_depth", "value": n, "at": rfc3339_ago(0)}]);
+    samples(&app, queue(3)).await;
+    assert!(decide(&app, "resting").await["desired"].as_u64().unwrap() > 0);
+    samples(&app, queue(0)).await;
+
+    let mut keda = ExternalScalerClient::new(channel(&app).await);
+    let mut stream = keda
+        .stream_is_active(object(Some("resting")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        pushed(&mut stream, Duration::from_secs(5)).await,
+        "still inside idle_to_zero_after_sec"
+    );
+    assert!(
+        !pushed(&mut stream, Duration::from_secs(10)).await,
+        "idle for a second"
+    );
+    assert_eq!(app.get_json("/fleet/resting").await["desired"], 0);
+}
+
+/// A policy change wakes the stream both ways: raising `min_workers` makes the pool active,
+/// lowering it again (with no idle time to wait) makes it inactive.
+async fn stream_follows_policy_changes_both_ways(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    idling_pool(&app, "floor", 0, 0).await;
+    let mut keda = ExternalScalerClient::new(channel(&app).await);
+    let mut stream = keda
+        .stream_is_active(object(Some("floor")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!pushed(&mut stream, Duration::from_secs(5)).await);
+    idling_pool(&app, "floor", 0, 1).await;
+    assert!(
+        pushed(&mut stream, Duration::from_secs(5)).await,
+        "min_workers 1"
+    );
+    idling_pool(&app, "floor", 0, 0).await;
+    assert!(
+        !pushed(&mut stream, Duration::from_secs(5)).await,
+        "min_workers 0 again"
+    );
+}
+
 /// `trainscaler_keda_streams` from `/metrics`.
 async fn open_streams(app: &TestApp) -> i64 {
     let text = app.get("/metrics").await.text().await.unwrap();
@@ -202,6 +307,9 @@ on_both_backends!(
     every_rpc_answers_from_the_pool_decision,
     unknown_pools_and_missing_metadata_are_refused,
     stream_pushes_true_when_an_idle_pool_gets_work,
+    stream_pushes_false_when_the_queue_empties,
+    stream_pushes_false_when_the_idle_time_runs_out,
+    stream_follows_policy_changes_both_ways,
 );
 
 /// On PostgreSQL the push crosses replicas: work posted to one replica wakes a subscriber of

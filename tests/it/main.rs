@@ -29,6 +29,7 @@ mod http_surface;
 mod idempotency;
 mod keda_grpc;
 mod logs;
+mod metric_names;
 mod metrics_format;
 mod moto;
 mod mutation;
