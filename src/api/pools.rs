@@ -47,14 +47,18 @@ pub struct PoolList {
 
 async fn pool_out(state: &AppState, row: PoolRow) -> Result<PoolOut, ApiError> {
     let live = state.store.workers(&row.name, i64::MAX).await?.len();
-    Ok(PoolOut {
+    Ok(pool_out_with(row, live as u64))
+}
+
+fn pool_out_with(row: PoolRow, live: u64) -> PoolOut {
+    PoolOut {
         current: u32::try_from(live).unwrap_or(u32::MAX),
         desired: row.state.desired,
         created_at: format_ms(row.created_at_ms),
         updated_at: format_ms(row.updated_at_ms),
         policy: row.policy,
         name: row.name,
-    })
+    }
 }
 
 fn no_pool(name: &str) -> ApiError {
@@ -102,16 +106,17 @@ pub async fn list_pools(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<PoolList>, ApiError> {
+    // One statement for every pool and its live workers, not one per pool.
     let (rows, next) = page(
-        state.store.pools().await?,
-        |p| p.name.clone(),
+        state.store.pools_with_live_workers().await?,
+        |(p, _)| p.name.clone(),
         params.limit.as_deref(),
         params.cursor.as_deref(),
     )?;
-    let mut items = Vec::with_capacity(rows.len());
-    for row in rows {
-        items.push(pool_out(&state, row).await?);
-    }
+    let items = rows
+        .into_iter()
+        .map(|(row, live)| pool_out_with(row, live))
+        .collect();
     Ok(Json(PoolList { items, next }))
 }
 

@@ -8,6 +8,10 @@
 //! `BEGIN IMMEDIATE` serialises writers anyway), so the second finds the key taken and the
 //! batch is written once.
 
+use super::backend::{Backend, Tx};
+use super::stmt::Stmt;
+use super::{StoreError, StoreResult};
+
 /// The key a request claims: who, on which route, with which request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyClaim {
@@ -52,142 +56,127 @@ impl<R> std::fmt::Debug for Once<'_, R> {
     }
 }
 
-/// Implements the idempotency key methods for `$store`.
-macro_rules! idempotency_sql {
-    ($store:ty, $db:ty) => {
-        impl $store {
-            /// Claims `claim`'s key in `tx`, replacing an expired row. Fails with
-            /// [`StoreError::IdempotencyKeyTaken`](crate::store::StoreError) when a live row
-            /// holds it (committed by a request that got here first).
-            async fn claim_idempotency_key(
-                tx: &mut sqlx::Transaction<'static, $db>,
-                claim: &$crate::store::IdempotencyClaim,
-            ) -> $crate::store::StoreResult<()> {
-                let claimed = sqlx::query(
-                    "INSERT INTO idempotency_keys
-                         (caller, route, key, request_hash, created_at_ms, expires_at_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6)
-                     ON CONFLICT (caller, route, key) DO UPDATE SET
-                         request_hash = excluded.request_hash, status = NULL,
-                         content_type = NULL, body = NULL,
-                         created_at_ms = excluded.created_at_ms,
-                         expires_at_ms = excluded.expires_at_ms
-                     WHERE idempotency_keys.expires_at_ms <= $5",
-                )
-                .bind(&claim.caller)
-                .bind(&claim.route)
-                .bind(&claim.key)
-                .bind(&claim.request_hash)
-                .bind(claim.now_ms)
-                .bind(claim.expires_at_ms)
-                .execute(&mut **tx)
-                .await?
-                .rows_affected();
-                if claimed == 0 {
-                    return Err($crate::store::StoreError::IdempotencyKeyTaken);
-                }
-                Ok(())
-            }
+/// A row of `idempotency_keys`; the answer columns are NULL until the claiming transaction
+/// stores them.
+#[derive(Debug, sqlx::FromRow)]
+struct KeyRecord {
+    request_hash: String,
+    status: Option<i32>,
+    content_type: Option<String>,
+    body: Option<Vec<u8>>,
+}
 
-            /// Stores the answer for a key claimed earlier in `tx`.
-            async fn store_idempotent_response(
-                tx: &mut sqlx::Transaction<'static, $db>,
-                claim: &$crate::store::IdempotencyClaim,
-                response: &$crate::store::StoredResponse,
-            ) -> $crate::store::StoreResult<()> {
-                sqlx::query(
-                    "UPDATE idempotency_keys SET status = $4, content_type = $5, body = $6
-                     WHERE caller = $1 AND route = $2 AND key = $3",
-                )
-                .bind(&claim.caller)
-                .bind(&claim.route)
-                .bind(&claim.key)
-                .bind(i32::from(response.status))
-                .bind(&response.content_type)
-                .bind(&response.body)
-                .execute(&mut **tx)
-                .await?;
-                Ok(())
-            }
+impl TryFrom<KeyRecord> for StoredKey {
+    type Error = sqlx::Error;
 
-            /// Claims the key (if any) at the start of a write.
-            async fn begin_once<R>(
-                tx: &mut sqlx::Transaction<'static, $db>,
-                once: &Option<$crate::store::Once<'_, R>>,
-            ) -> $crate::store::StoreResult<()> {
-                match once {
-                    Some(o) => Self::claim_idempotency_key(tx, o.claim).await,
-                    None => Ok(()),
-                }
-            }
+    fn try_from(r: KeyRecord) -> Result<Self, Self::Error> {
+        let response = match (r.status, r.content_type, r.body) {
+            (Some(status), Some(content_type), Some(body)) => Some(StoredResponse {
+                status: u16::try_from(status).map_err(super::backend::decode_error)?,
+                content_type,
+                body,
+            }),
+            _ => None,
+        };
+        Ok(Self {
+            request_hash: r.request_hash,
+            response,
+        })
+    }
+}
 
-            /// Stores the answer `outcome` gets (if a key was claimed) just before the commit.
-            async fn finish_once<R>(
-                tx: &mut sqlx::Transaction<'static, $db>,
-                once: &Option<$crate::store::Once<'_, R>>,
-                outcome: &R,
-            ) -> $crate::store::StoreResult<()> {
-                match once {
-                    Some(o) => {
-                        Self::store_idempotent_response(tx, o.claim, &(o.respond)(outcome)).await
-                    }
-                    None => Ok(()),
-                }
-            }
+/// Claims `claim`'s key in `tx`, replacing an expired row. Fails with
+/// [`StoreError::IdempotencyKeyTaken`] when a live row holds it (committed by a request that
+/// got here first).
+async fn claim_key<B: Backend>(tx: &mut Tx<B>, claim: &IdempotencyClaim) -> StoreResult<()> {
+    let insert = Stmt::new(
+        "INSERT INTO idempotency_keys
+             (caller, route, key, request_hash, created_at_ms, expires_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (caller, route, key) DO UPDATE SET
+             request_hash = excluded.request_hash, status = NULL,
+             content_type = NULL, body = NULL,
+             created_at_ms = excluded.created_at_ms,
+             expires_at_ms = excluded.expires_at_ms
+         WHERE idempotency_keys.expires_at_ms <= $5",
+    )
+    .bind(&claim.caller)
+    .bind(&claim.route)
+    .bind(&claim.key)
+    .bind(&claim.request_hash)
+    .bind(claim.now_ms)
+    .bind(claim.expires_at_ms);
+    if B::execute(tx, insert).await? == 0 {
+        return Err(StoreError::IdempotencyKeyTaken);
+    }
+    Ok(())
+}
 
-            /// The live (unexpired) row for a key, if any.
-            pub async fn idempotency_key(
-                &self,
-                caller: &str,
-                route: &str,
-                key: &str,
-                now_ms: i64,
-            ) -> $crate::store::StoreResult<Option<$crate::store::StoredKey>> {
-                use sqlx::Row as _;
-                let row = sqlx::query(
-                    "SELECT request_hash, status, content_type, body FROM idempotency_keys
-                     WHERE caller = $1 AND route = $2 AND key = $3 AND expires_at_ms > $4",
-                )
-                .bind(caller)
-                .bind(route)
-                .bind(key)
-                .bind(now_ms)
-                .fetch_optional(&self.pool)
-                .await?;
-                let Some(row) = row else { return Ok(None) };
-                let status: Option<i32> = row.try_get("status")?;
-                let content_type: Option<String> = row.try_get("content_type")?;
-                let body: Option<Vec<u8>> = row.try_get("body")?;
-                let response = match (status, content_type, body) {
-                    (Some(status), Some(content_type), Some(body)) => {
-                        Some($crate::store::StoredResponse {
-                            status: u16::try_from(status)
-                                .map_err(|e| sqlx::Error::Decode(e.into()))?,
-                            content_type,
-                            body,
-                        })
-                    }
-                    _ => None,
-                };
-                Ok(Some($crate::store::StoredKey {
-                    request_hash: row.try_get("request_hash")?,
-                    response,
-                }))
-            }
+/// Stores the answer for a key claimed earlier in `tx`.
+async fn store_response<B: Backend>(
+    tx: &mut Tx<B>,
+    claim: &IdempotencyClaim,
+    response: &StoredResponse,
+) -> StoreResult<()> {
+    let update = Stmt::new(
+        "UPDATE idempotency_keys SET status = $4, content_type = $5, body = $6
+         WHERE caller = $1 AND route = $2 AND key = $3",
+    )
+    .bind(&claim.caller)
+    .bind(&claim.route)
+    .bind(&claim.key)
+    .bind(i32::from(response.status))
+    .bind(&response.content_type)
+    .bind(&response.body);
+    B::execute(tx, update).await?;
+    Ok(())
+}
 
-            /// Deletes keys that expired at or before `now_ms`; returns how many.
-            pub async fn prune_idempotency_keys(
-                &self,
-                now_ms: i64,
-            ) -> $crate::store::StoreResult<u64> {
-                Ok(
-                    sqlx::query("DELETE FROM idempotency_keys WHERE expires_at_ms <= $1")
-                        .bind(now_ms)
-                        .execute(&self.pool)
-                        .await?
-                        .rows_affected(),
-                )
-            }
-        }
-    };
+/// Claims the key (if any) at the start of a write.
+pub(super) async fn begin_once<B: Backend, R>(
+    tx: &mut Tx<B>,
+    once: &Option<Once<'_, R>>,
+) -> StoreResult<()> {
+    match once {
+        Some(o) => claim_key::<B>(tx, o.claim).await,
+        None => Ok(()),
+    }
+}
+
+/// Stores the answer `outcome` gets (if a key was claimed) just before the commit.
+pub(super) async fn finish_once<B: Backend, R>(
+    tx: &mut Tx<B>,
+    once: &Option<Once<'_, R>>,
+    outcome: &R,
+) -> StoreResult<()> {
+    match once {
+        Some(o) => store_response::<B>(tx, o.claim, &(o.respond)(outcome)).await,
+        None => Ok(()),
+    }
+}
+
+/// The live (unexpired) row for a key, if any.
+pub(super) async fn idempotency_key<B: Backend>(
+    db: &B,
+    caller: &str,
+    route: &str,
+    key: &str,
+    now_ms: i64,
+) -> StoreResult<Option<StoredKey>> {
+    let find = Stmt::new(
+        "SELECT request_hash, status, content_type, body FROM idempotency_keys
+         WHERE caller = $1 AND route = $2 AND key = $3 AND expires_at_ms > $4",
+    )
+    .bind(caller)
+    .bind(route)
+    .bind(key)
+    .bind(now_ms);
+    let row: Option<KeyRecord> = B::fetch_optional(&mut *db.conn().await?, find).await?;
+    Ok(row.map(StoredKey::try_from).transpose()?)
+}
+
+/// Deletes keys that expired at or before `now_ms`; returns how many.
+pub(super) async fn prune_idempotency_keys<B: Backend>(db: &B, now_ms: i64) -> StoreResult<u64> {
+    let prune = Stmt::new("DELETE FROM idempotency_keys WHERE expires_at_ms <= $1").bind(now_ms);
+    B::execute(&mut *db.conn().await?, prune).await
 }

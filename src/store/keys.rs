@@ -1,6 +1,9 @@
 //! What the store keeps for API keys, and the SQL both backends run for them. The secret part
 //! of a key never reaches the store: only its hash.
 
+use super::StoreResult;
+use super::backend::{Backend, Tx, decode_error};
+use super::stmt::Stmt;
 use crate::auth::scope::Scopes;
 
 /// A key as stored.
@@ -15,132 +18,113 @@ pub struct KeyRow {
     pub revoked_at_ms: Option<i64>,
 }
 
-macro_rules! key_from_row {
-    ($row:expr) => {{
-        use sqlx::Row as _;
-        let row = $row;
-        let scopes: String = row.try_get("scopes")?;
-        $crate::store::KeyRow {
-            id: row.try_get("id")?,
-            name: row.try_get("name")?,
-            scopes: $crate::auth::scope::Scopes::from_csv(&scopes)
-                .map_err(|e| sqlx::Error::Decode(e.into()))?,
-            secret_hash: row.try_get("secret_hash")?,
-            created_at_ms: row.try_get("created_at_ms")?,
-            revoked_at_ms: row.try_get("revoked_at_ms")?,
-        }
-    }};
+/// A row of `api_keys`; scopes are stored as comma-separated names.
+#[derive(Debug, sqlx::FromRow)]
+struct KeyRecord {
+    id: String,
+    name: String,
+    scopes: String,
+    secret_hash: String,
+    created_at_ms: i64,
+    revoked_at_ms: Option<i64>,
 }
 
-/// Implements the key methods for `$store` (which defines `begin_write` and `lock_keys`).
-macro_rules! key_sql {
-    ($store:ty, $db:ty) => {
-        impl $store {
-            async fn insert_key(
-                tx: &mut sqlx::Transaction<'static, $db>,
-                key: &$crate::store::KeyRow,
-            ) -> $crate::store::StoreResult<()> {
-                sqlx::query(
-                    "INSERT INTO api_keys (id, name, scopes, secret_hash, created_at_ms, revoked_at_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(&key.id)
-                .bind(&key.name)
-                .bind(key.scopes.to_csv())
-                .bind(&key.secret_hash)
-                .bind(key.created_at_ms)
-                .bind(key.revoked_at_ms)
-                .execute(&mut **tx)
-                .await?;
-                Ok(())
-            }
+impl TryFrom<KeyRecord> for KeyRow {
+    type Error = sqlx::Error;
 
-            pub async fn create_key(
-                &self,
-                key: &$crate::store::KeyRow,
-            ) -> $crate::store::StoreResult<()> {
-                let mut tx = self.begin_write().await?;
-                Self::insert_key(&mut tx, key).await?;
-                tx.commit().await?;
-                Ok(())
-            }
+    fn try_from(r: KeyRecord) -> Result<Self, Self::Error> {
+        Ok(Self {
+            id: r.id,
+            name: r.name,
+            scopes: Scopes::from_csv(&r.scopes).map_err(decode_error)?,
+            secret_hash: r.secret_hash,
+            created_at_ms: r.created_at_ms,
+            revoked_at_ms: r.revoked_at_ms,
+        })
+    }
+}
 
-            /// Stores `key` only if no key was ever stored, and runs `hand_over` (which writes
-            /// the token where its owner finds it) before committing: if that fails, the key
-            /// is not kept either. Replicas starting together make exactly one.
-            pub async fn create_first_key(
-                &self,
-                key: &$crate::store::KeyRow,
-                hand_over: impl FnOnce() -> std::io::Result<()>,
-            ) -> $crate::store::StoreResult<bool> {
-                let mut tx = self.begin_write().await?;
-                Self::lock_keys(&mut tx).await?;
-                let any: Option<String> = sqlx::query_scalar("SELECT id FROM api_keys LIMIT 1")
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if any.is_some() {
-                    return Ok(false);
-                }
-                Self::insert_key(&mut tx, key).await?;
-                hand_over().map_err(sqlx::Error::Io)?;
-                tx.commit().await?;
-                Ok(true)
-            }
+async fn insert_key<B: Backend>(tx: &mut Tx<B>, key: &KeyRow) -> StoreResult<()> {
+    let insert = Stmt::new(
+        "INSERT INTO api_keys (id, name, scopes, secret_hash, created_at_ms, revoked_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(&key.id)
+    .bind(&key.name)
+    .bind(key.scopes.to_csv())
+    .bind(&key.secret_hash)
+    .bind(key.created_at_ms)
+    .bind(key.revoked_at_ms);
+    B::execute(tx, insert).await?;
+    Ok(())
+}
 
-            /// The key with this id, unless revoked.
-            pub async fn active_key(
-                &self,
-                id: &str,
-            ) -> $crate::store::StoreResult<Option<$crate::store::KeyRow>> {
-                let row = sqlx::query(
-                    "SELECT id, name, scopes, secret_hash, created_at_ms, revoked_at_ms
-                     FROM api_keys WHERE id = $1 AND revoked_at_ms IS NULL",
-                )
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-                Ok(match row {
-                    Some(row) => Some(key_from_row!(row)),
-                    None => None,
-                })
-            }
+pub(super) async fn create_key<B: Backend>(db: &B, key: &KeyRow) -> StoreResult<()> {
+    let mut tx = db.begin_write().await?;
+    insert_key::<B>(&mut tx, key).await?;
+    tx.commit().await?;
+    Ok(())
+}
 
-            /// Every key, revoked ones included, oldest first.
-            pub async fn keys(&self) -> $crate::store::StoreResult<Vec<$crate::store::KeyRow>> {
-                let rows = sqlx::query(
-                    "SELECT id, name, scopes, secret_hash, created_at_ms, revoked_at_ms
-                     FROM api_keys ORDER BY created_at_ms, id",
-                )
-                .fetch_all(&self.pool)
-                .await?;
-                let mut keys = Vec::with_capacity(rows.len());
-                for row in rows {
-                    keys.push(key_from_row!(row));
-                }
-                Ok(keys)
-            }
+/// Stores `key` only if no key was ever stored, and runs `hand_over` (which writes the token
+/// where its owner finds it) before committing: if that fails, the key is not kept either.
+/// Replicas starting together make exactly one.
+pub(super) async fn create_first_key<B: Backend>(
+    db: &B,
+    key: &KeyRow,
+    hand_over: impl FnOnce() -> std::io::Result<()>,
+) -> StoreResult<bool> {
+    let mut tx = db.begin_write().await?;
+    B::lock_keys(&mut tx).await?;
+    let any = Stmt::new("SELECT id FROM api_keys LIMIT 1");
+    if B::fetch_optional::<(String,)>(&mut tx, any)
+        .await?
+        .is_some()
+    {
+        return Ok(false);
+    }
+    insert_key::<B>(&mut tx, key).await?;
+    hand_over().map_err(sqlx::Error::Io)?;
+    tx.commit().await?;
+    Ok(true)
+}
 
-            /// Revokes a key; `false` when there is no such key or it was already revoked.
-            pub async fn revoke_key(
-                &self,
-                id: &str,
-                now_ms: i64,
-            ) -> $crate::store::StoreResult<bool> {
-                let mut tx = self.pool.begin().await?;
-                let done = sqlx::query(
-                    "UPDATE api_keys SET revoked_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL",
-                )
-                .bind(id)
-                .bind(now_ms)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if done == 1 {
-                    Self::announce_revocation(&mut tx, id).await?;
-                }
-                tx.commit().await?;
-                Ok(done == 1)
-            }
-        }
-    };
+const KEY_COLUMNS: &str = "id, name, scopes, secret_hash, created_at_ms, revoked_at_ms";
+
+/// The key with this id, unless revoked.
+pub(super) async fn active_key<B: Backend>(db: &B, id: &str) -> StoreResult<Option<KeyRow>> {
+    let find = Stmt::new(format!(
+        "SELECT {KEY_COLUMNS} FROM api_keys WHERE id = $1 AND revoked_at_ms IS NULL"
+    ))
+    .bind(id);
+    let row: Option<KeyRecord> = B::fetch_optional(&mut *db.conn().await?, find).await?;
+    Ok(row.map(KeyRow::try_from).transpose()?)
+}
+
+/// Every key, revoked ones included, oldest first.
+pub(super) async fn keys<B: Backend>(db: &B) -> StoreResult<Vec<KeyRow>> {
+    let all = Stmt::new(format!(
+        "SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at_ms, id"
+    ));
+    let rows: Vec<KeyRecord> = B::fetch_all(&mut *db.conn().await?, all).await?;
+    Ok(rows
+        .into_iter()
+        .map(KeyRow::try_from)
+        .collect::<Result<_, _>>()?)
+}
+
+/// Revokes a key; `false` when there is no such key or it was already revoked. Other
+/// replicas hear of it at commit.
+pub(super) async fn revoke_key<B: Backend>(db: &B, id: &str, now_ms: i64) -> StoreResult<bool> {
+    let mut tx = db.pool().begin().await?;
+    let revoke =
+        Stmt::new("UPDATE api_keys SET revoked_at_ms = $2 WHERE id = $1 AND revoked_at_ms IS NULL")
+            .bind(id)
+            .bind(now_ms);
+    let done = B::execute(&mut tx, revoke).await?;
+    if done == 1 {
+        B::announce_revocation(&mut tx, id).await?;
+    }
+    tx.commit().await?;
+    Ok(done == 1)
 }

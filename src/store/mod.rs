@@ -1,17 +1,25 @@
 //! Persistence behind one seam: [`Store`], with a PostgreSQL and an SQLite implementation
-//! chosen from the URL scheme. Both run the same SQL (written once, in `sql.rs`) against their
-//! own migrations; PostgreSQL adds cross-replica change notification.
+//! chosen from the URL scheme. Both run the same SQL, written once in the `*_sql.rs` files as
+//! functions generic over [`Backend`](backend::Backend), the trait that holds what differs
+//! (transactions, locks, notifications, bulk inserts); each has its own migrations.
+//! PostgreSQL adds cross-replica change notification.
 
-#[macro_use]
-mod idempotency;
-#[macro_use]
-mod keys;
+mod backend;
+mod catalog_rows;
+mod catalog_sql;
+mod decision_sql;
 pub mod fault;
+mod idempotency;
+mod import_sql;
+mod keys;
+mod notice_sql;
+mod pool_rows;
 mod pool_sql;
 pub mod pools;
 mod postgres;
-mod sql;
+mod signal_sql;
 mod sqlite;
+mod stmt;
 
 use crate::catalog::ImportedOffering;
 use crate::core::benchmark::Benchmark;
@@ -168,6 +176,7 @@ pub enum Store {
     Sqlite(SqliteStore),
 }
 
+/// Runs the same call on whichever backend the store is.
 macro_rules! dispatch {
     ($self:ident, $store:ident => $call:expr) => {
         match $self {
@@ -208,15 +217,15 @@ impl Store {
     }
 
     pub async fn ping(&self) -> StoreResult<()> {
-        dispatch!(self, s => s.ping().await)
+        dispatch!(self, s => catalog_sql::ping(s).await)
     }
 
     pub async fn providers(&self) -> StoreResult<Vec<Provider>> {
-        dispatch!(self, s => s.providers().await)
+        dispatch!(self, s => catalog_sql::providers(s).await)
     }
 
     pub async fn upsert_gpus(&self, gpus: &[GpuFacts]) -> StoreResult<u64> {
-        dispatch!(self, s => s.upsert_gpus(gpus).await)
+        dispatch!(self, s => catalog_sql::upsert_gpus(s, gpus).await)
     }
 
     /// Loads `imports` only if the catalog holds no offering yet; several replicas starting at
@@ -227,7 +236,7 @@ impl Store {
         imports: &[CatalogImport<'_>],
         now_ms: i64,
     ) -> StoreResult<Option<ImportReport>> {
-        dispatch!(self, s => s.seed_if_empty(gpus, imports, now_ms).await)
+        dispatch!(self, s => import_sql::seed_if_empty(s, gpus, imports, now_ms).await)
     }
 
     /// Upserts offerings and appends each price that differs from the latest one recorded.
@@ -236,7 +245,7 @@ impl Store {
         import: CatalogImport<'_>,
         now_ms: i64,
     ) -> StoreResult<ImportReport> {
-        dispatch!(self, s => s.import_catalog(import, now_ms).await)
+        dispatch!(self, s => import_sql::import_catalog(s, import, now_ms).await)
     }
 
     /// Records a batch all or nothing.
@@ -246,7 +255,7 @@ impl Store {
         source: &str,
         now_ms: i64,
     ) -> StoreResult<BatchReport> {
-        dispatch!(self, s => s.record_prices(batch, source, now_ms, None).await)
+        dispatch!(self, s => catalog_sql::record_prices(s, batch, source, now_ms, None).await)
     }
 
     /// [`record_prices`](Self::record_prices), claiming an idempotency key in its transaction.
@@ -257,21 +266,21 @@ impl Store {
         now_ms: i64,
         once: Option<Once<'_, BatchReport>>,
     ) -> StoreResult<BatchReport> {
-        dispatch!(self, s => s.record_prices(batch, source, now_ms, once).await)
+        dispatch!(self, s => catalog_sql::record_prices(s, batch, source, now_ms, once).await)
     }
 
     /// A counter that every catalog change increments, for change detection by polling.
     pub async fn catalog_version(&self) -> StoreResult<i64> {
-        dispatch!(self, s => s.catalog_version().await)
+        dispatch!(self, s => catalog_sql::catalog_version(s).await)
     }
 
     pub async fn load_catalog(&self) -> StoreResult<CatalogRows> {
-        dispatch!(self, s => s.load_catalog().await)
+        dispatch!(self, s => catalog_sql::load_catalog(s).await)
     }
 
     /// Records one benchmark; `false` when the same measurement was already recorded.
     pub async fn record_benchmark(&self, b: &Benchmark, now_ms: i64) -> StoreResult<bool> {
-        dispatch!(self, s => s.record_benchmark(b, now_ms, None).await)
+        dispatch!(self, s => catalog_sql::record_benchmark(s, b, now_ms, None).await)
     }
 
     /// [`record_benchmark`](Self::record_benchmark), claiming an idempotency key in its
@@ -282,27 +291,32 @@ impl Store {
         now_ms: i64,
         once: Option<Once<'_, bool>>,
     ) -> StoreResult<bool> {
-        dispatch!(self, s => s.record_benchmark(b, now_ms, once).await)
+        dispatch!(self, s => catalog_sql::record_benchmark(s, b, now_ms, once).await)
     }
 
     pub async fn price_history(&self, filter: &HistoryFilter) -> StoreResult<Vec<PricePoint>> {
-        dispatch!(self, s => s.price_history(filter).await)
+        dispatch!(self, s => catalog_sql::price_history(s, filter).await)
     }
 
     pub async fn put_pool(&self, name: &str, policy: &Policy, now_ms: i64) -> StoreResult<bool> {
-        dispatch!(self, s => s.put_pool(name, policy, now_ms).await)
+        dispatch!(self, s => pool_sql::put_pool(s, name, policy, now_ms).await)
     }
 
     pub async fn pools(&self) -> StoreResult<Vec<PoolRow>> {
-        dispatch!(self, s => s.pools().await)
+        dispatch!(self, s => pool_sql::pools(s).await)
+    }
+
+    /// Every pool with how many live workers it has, read in one statement.
+    pub async fn pools_with_live_workers(&self) -> StoreResult<Vec<(PoolRow, u64)>> {
+        dispatch!(self, s => pool_sql::pools_with_live_workers(s).await)
     }
 
     pub async fn find_pool(&self, name: &str) -> StoreResult<Option<PoolRow>> {
-        dispatch!(self, s => s.find_pool(name).await)
+        dispatch!(self, s => pool_sql::find_pool(s, name).await)
     }
 
     pub async fn delete_pool(&self, name: &str) -> StoreResult<bool> {
-        dispatch!(self, s => s.delete_pool(name).await)
+        dispatch!(self, s => pool_sql::delete_pool(s, name).await)
     }
 
     pub async fn put_worker(
@@ -311,7 +325,7 @@ impl Store {
         w: &NewWorker,
         now_ms: i64,
     ) -> StoreResult<Option<bool>> {
-        dispatch!(self, s => s.put_worker(pool, w, now_ms).await)
+        dispatch!(self, s => pool_sql::put_worker(s, pool, w, now_ms).await)
     }
 
     /// Makes the pool's live workers exactly `workers`, as its cloud group reports them.
@@ -321,12 +335,12 @@ impl Store {
         workers: &[NewWorker],
         now_ms: i64,
     ) -> StoreResult<SyncReport> {
-        dispatch!(self, s => s.sync_workers(pool, workers, now_ms).await)
+        dispatch!(self, s => pool_sql::sync_workers(s, pool, workers, now_ms).await)
     }
 
     /// Live workers whose job reported a saved checkpoint: (worker, when).
     pub async fn checkpoints(&self, pool: &str) -> StoreResult<Vec<(String, i64)>> {
-        dispatch!(self, s => s.checkpoints(pool).await)
+        dispatch!(self, s => pool_sql::checkpoints(s, pool).await)
     }
 
     /// Appends events to a pool's log; returns how many were new (not deduplicated).
@@ -336,15 +350,15 @@ impl Store {
         events: &[NewEvent],
         now_ms: i64,
     ) -> StoreResult<u64> {
-        dispatch!(self, s => s.append_events(pool, events, now_ms).await)
+        dispatch!(self, s => pool_sql::append_events(s, pool, events, now_ms).await)
     }
 
     pub async fn stop_worker(&self, pool: &str, id: &str, now_ms: i64) -> StoreResult<bool> {
-        dispatch!(self, s => s.stop_worker(pool, id, now_ms).await)
+        dispatch!(self, s => pool_sql::stop_worker(s, pool, id, now_ms).await)
     }
 
     pub async fn workers(&self, pool: &str, stopped_since_ms: i64) -> StoreResult<Vec<Worker>> {
-        dispatch!(self, s => s.workers(pool, stopped_since_ms).await)
+        dispatch!(self, s => pool_sql::workers(s, pool, stopped_since_ms).await)
     }
 
     pub async fn latest_signals(
@@ -352,7 +366,7 @@ impl Store {
         pool: &str,
         since_ms: i64,
     ) -> StoreResult<Vec<LatestSignal>> {
-        dispatch!(self, s => s.latest_signals(pool, since_ms).await)
+        dispatch!(self, s => signal_sql::latest_signals(s, pool, since_ms).await)
     }
 
     /// Stores a batch of samples all or nothing; every pool must exist.
@@ -362,7 +376,7 @@ impl Store {
         busy: impl Fn(&Policy, &NewSample) -> bool,
         now_ms: i64,
     ) -> StoreResult<IngestReport> {
-        dispatch!(self, s => s.ingest(samples, busy, now_ms, None).await)
+        dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, None).await)
     }
 
     /// [`ingest`](Self::ingest), claiming an idempotency key in its transaction.
@@ -373,7 +387,7 @@ impl Store {
         now_ms: i64,
         once: Option<Once<'_, IngestReport>>,
     ) -> StoreResult<IngestReport> {
-        dispatch!(self, s => s.ingest(samples, busy, now_ms, once).await)
+        dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, once).await)
     }
 
     pub async fn record_notices(
@@ -381,7 +395,7 @@ impl Store {
         notices: &[CloudNotice],
         now_ms: i64,
     ) -> StoreResult<Vec<NoticeOutcome>> {
-        dispatch!(self, s => s.record_notices(notices, now_ms, None).await)
+        dispatch!(self, s => notice_sql::record_notices(s, notices, now_ms, None).await)
     }
 
     /// [`record_notices`](Self::record_notices), claiming an idempotency key in its
@@ -392,7 +406,7 @@ impl Store {
         now_ms: i64,
         once: Option<Once<'_, Vec<NoticeOutcome>>>,
     ) -> StoreResult<Vec<NoticeOutcome>> {
-        dispatch!(self, s => s.record_notices(notices, now_ms, once).await)
+        dispatch!(self, s => notice_sql::record_notices(s, notices, now_ms, once).await)
     }
 
     /// The live row for an idempotency key of `caller` on `route`, if any.
@@ -403,12 +417,12 @@ impl Store {
         key: &str,
         now_ms: i64,
     ) -> StoreResult<Option<StoredKey>> {
-        dispatch!(self, s => s.idempotency_key(caller, route, key, now_ms).await)
+        dispatch!(self, s => idempotency::idempotency_key(s, caller, route, key, now_ms).await)
     }
 
     /// Deletes idempotency keys expired at `now_ms`.
     pub async fn prune_idempotency_keys(&self, now_ms: i64) -> StoreResult<u64> {
-        dispatch!(self, s => s.prune_idempotency_keys(now_ms).await)
+        dispatch!(self, s => idempotency::prune_idempotency_keys(s, now_ms).await)
     }
 
     /// One pool decision under the pool's lock; `None` when the pool does not exist.
@@ -418,19 +432,19 @@ impl Store {
         now_ms: i64,
         decide: impl Fn(&DecisionRead) -> (DecisionWrite, R),
     ) -> StoreResult<Option<R>> {
-        dispatch!(self, s => s.decide_pool(name, now_ms, decide).await)
+        dispatch!(self, s => decision_sql::decide_pool(s, name, now_ms, decide).await)
     }
 
     pub async fn events(&self, pool: &str, page: EventPage) -> StoreResult<Vec<EventRow>> {
-        dispatch!(self, s => s.events(pool, page).await)
+        dispatch!(self, s => pool_sql::events(s, pool, page).await)
     }
 
     pub async fn prune_samples(&self, before_ms: i64) -> StoreResult<u64> {
-        dispatch!(self, s => s.prune_samples(before_ms).await)
+        dispatch!(self, s => signal_sql::prune_samples(s, before_ms).await)
     }
 
     pub async fn create_key(&self, key: &KeyRow) -> StoreResult<()> {
-        dispatch!(self, s => s.create_key(key).await)
+        dispatch!(self, s => keys::create_key(s, key).await)
     }
 
     /// Stores `key` only if no key was ever stored (see the backends' docs); `hand_over` runs
@@ -440,18 +454,18 @@ impl Store {
         key: &KeyRow,
         hand_over: impl FnOnce() -> std::io::Result<()>,
     ) -> StoreResult<bool> {
-        dispatch!(self, s => s.create_first_key(key, hand_over).await)
+        dispatch!(self, s => keys::create_first_key(s, key, hand_over).await)
     }
 
     pub async fn active_key(&self, id: &str) -> StoreResult<Option<KeyRow>> {
-        dispatch!(self, s => s.active_key(id).await)
+        dispatch!(self, s => keys::active_key(s, id).await)
     }
 
     pub async fn keys(&self) -> StoreResult<Vec<KeyRow>> {
-        dispatch!(self, s => s.keys().await)
+        dispatch!(self, s => keys::keys(s).await)
     }
 
     pub async fn revoke_key(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
-        dispatch!(self, s => s.revoke_key(id, now_ms).await)
+        dispatch!(self, s => keys::revoke_key(s, id, now_ms).await)
     }
 }

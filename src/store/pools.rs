@@ -1,12 +1,10 @@
 //! What the store keeps for pools of workers: the rows it hands out and takes in. The SQL that
-//! reads and writes them is in `pool_sql.rs`.
+//! reads and writes them is in `pool_sql.rs`, `signal_sql.rs`, `notice_sql.rs` and
+//! `decision_sql.rs`; the rows the database returns are decoded in `pool_rows.rs`.
 
 use crate::core::catalog::Market;
 use crate::core::policy::Policy;
 use crate::core::scale::{Incident, PoolState, Worker};
-
-/// Columns of `pools` that a pool row is decoded from.
-pub(super) const POOL_COLUMNS: &str = "name, policy, state, last_decision, last_decision_key, last_decision_at_ms, since_ms, created_at_ms, updated_at_ms";
 
 /// A pool as stored.
 #[derive(Debug, Clone)]
@@ -48,7 +46,7 @@ pub struct IngestReport {
 }
 
 /// The newest sample of one series.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct LatestSignal {
     pub worker: String,
     pub name: String,

@@ -2,16 +2,16 @@
 //! for. Catalog writers take a transaction-scoped advisory lock, and every catalog change sends
 //! a NOTIFY on [`CATALOG_CHANNEL`] at commit so other replicas reload their snapshot.
 
-use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgListener, PgPoolOptions};
-use sqlx::{PgPool, Postgres, Transaction};
+use std::sync::LazyLock;
 
-use super::NewSample;
-use super::StoreResult;
-use super::pool_sql::{
-    LatestRow, UPSERT_LATEST_TAIL, decision_read_from_row, pool_from_row, pool_sql, worker_from_row,
-};
-use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgArguments, PgListener, PgPoolOptions};
+use sqlx::{Arguments as _, PgPool, Postgres, Transaction};
+
+use super::backend::{Backend, Conn, Decoded, Tx};
+use super::signal_sql::{LatestRow, UPSERT_LATEST_TAIL};
+use super::stmt::{Arg, Stmt};
+use super::{NewSample, StoreResult};
 
 /// The LISTEN/NOTIFY channel that announces catalog changes.
 pub const CATALOG_CHANNEL: &str = "trainscaler_catalog";
@@ -47,26 +47,30 @@ pub const LEADER_LOCK_KEY: i64 = 0x7265_636f_6e63_696c; // "reconcil"
 /// Serialises the first-start admin key between replicas starting together.
 const KEYS_LOCK_KEY: i64 = 0x6170_696b_6579_7331; // "apikeys1"
 
-/// The decision read, as text, so the locking variant can append to it.
-macro_rules! pool_read_sql {
-    () => {
-        "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
-            p.since_ms, p.created_at_ms, p.updated_at_ms,
-        (SELECT json_agg(json_build_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
-                    w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms)
-                ORDER BY w.started_at_ms, w.id)
-           FROM workers w
-          WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2))::text AS workers_json,
-        (SELECT json_agg(json_build_array(s.worker, s.name, s.value, s.at_ms, s.last_busy_at_ms, s.idle_since_ms) ORDER BY s.worker, s.name)
-           FROM signal_latest s WHERE s.pool = p.name)::text AS latest_json,
-        (SELECT json_agg(json_build_array(e.kind, e.instance_type, e.zone, e.at_ms))
-           FROM pool_events e
-          WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
-            AND e.kind IN ('interruption_warning', 'capacity_error')
-            AND e.instance_type IS NOT NULL)::text AS incidents_json
-        FROM pools p WHERE p.name = $1"
-    };
-}
+/// The decision read ([`Backend::read_pool_sql`]), aggregating with `json_agg`.
+const READ_POOL: &str = "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key,
+        p.last_decision_at_ms, p.since_ms, p.created_at_ms, p.updated_at_ms,
+    (SELECT json_agg(json_build_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
+                w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms)
+            ORDER BY w.started_at_ms, w.id)
+       FROM workers w
+      WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2)
+    )::text AS workers_json,
+    (SELECT json_agg(json_build_array(s.worker, s.name, s.value, s.at_ms, s.last_busy_at_ms,
+                s.idle_since_ms) ORDER BY s.worker, s.name)
+       FROM signal_latest s WHERE s.pool = p.name)::text AS latest_json,
+    (SELECT json_agg(json_build_array(e.kind, e.instance_type, e.zone, e.at_ms))
+       FROM pool_events e
+      WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
+        AND e.kind IN ('interruption_warning', 'capacity_error')
+        AND e.instance_type IS NOT NULL)::text AS incidents_json
+    FROM pools p WHERE p.name = $1";
+
+/// The same, locking the pool's row until the transaction ends: concurrent decisions that
+/// write queue here, and hold the lock for one round trip, not four. NO KEY UPDATE, so
+/// inserts that merely reference the pool (workers, events) do not wait.
+static LOCK_POOL: LazyLock<String> =
+    LazyLock::new(|| format!("{READ_POOL} FOR NO KEY UPDATE OF p"));
 
 /// Queues a notification in the transaction: PostgreSQL delivers it only if and when the
 /// commit succeeds, so listeners never hear of a change that rolled back.
@@ -123,13 +127,11 @@ impl PgStore {
         Ok(listener)
     }
 
-    /// Reads a pool with everything its decision needs, in one statement (one consistent
-    /// snapshot) with the reads aggregated into JSON.
-    const READ_POOL: &'static str = pool_read_sql!();
-    /// The same, locking the pool's row until the transaction ends: concurrent decisions that
-    /// write queue here, and hold the lock for one round trip, not four. NO KEY UPDATE, so
-    /// inserts that merely reference the pool (workers, events) do not wait.
-    const LOCK_POOL: &'static str = concat!(pool_read_sql!(), " FOR NO KEY UPDATE OF p");
+    /// Applies the pending PostgreSQL migrations.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        Self::MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
 
     /// Waits up to `wait` for what a LISTEN session brings. When nothing comes, the session is
     /// asked whether it is alive (within [`LISTENER_CHECK`]): a partition leaves the
@@ -158,29 +160,68 @@ impl PgStore {
             .await?;
         Ok(listener)
     }
+}
 
-    /// Other replicas forget a revoked key from their caches when this arrives, at commit,
-    /// instead of trusting it until their cache entry expires.
-    async fn announce_revocation(
-        tx: &mut Transaction<'static, Postgres>,
-        id: &str,
-    ) -> StoreResult<()> {
-        notify(tx, KEYS_CHANNEL, id).await
+/// Binds a statement's values for PostgreSQL, each as the Rust type it holds.
+fn arguments(args: Vec<Arg<'_>>) -> Result<PgArguments, sqlx::Error> {
+    let mut out = PgArguments::default();
+    for arg in args {
+        match arg {
+            Arg::Int(v) => out.add(v),
+            Arg::Int4(v) => out.add(v),
+            Arg::Real(v) => out.add(v),
+            Arg::Bool(v) => out.add(v),
+            Arg::Text(v) => out.add(v),
+            Arg::Bytes(v) => out.add(v),
+        }
+        .map_err(sqlx::Error::Encode)?;
+    }
+    Ok(out)
+}
+
+impl Backend for PgStore {
+    type Db = Postgres;
+
+    fn pool(&self) -> &PgPool {
+        &self.pool
     }
 
-    async fn announce_activity(
-        tx: &mut Transaction<'static, Postgres>,
-        pool: &str,
-    ) -> StoreResult<()> {
-        notify(tx, ACTIVITY_CHANNEL, pool).await
+    async fn execute(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<u64> {
+        let (sql, args) = stmt.into_parts();
+        let query = sqlx::query_with(&sql, arguments(args)?);
+        Ok(query.execute(conn).await?.rows_affected())
     }
 
-    async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
+    async fn fetch_all<T: Decoded>(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<Vec<T>> {
+        let (sql, args) = stmt.into_parts();
+        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+            .fetch_all(conn)
+            .await?)
+    }
+
+    async fn fetch_optional<T: Decoded>(
+        conn: &mut Conn<Self>,
+        stmt: Stmt<'_>,
+    ) -> StoreResult<Option<T>> {
+        let (sql, args) = stmt.into_parts();
+        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+            .fetch_optional(conn)
+            .await?)
+    }
+
+    async fn fetch_one<T: Decoded>(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<T> {
+        let (sql, args) = stmt.into_parts();
+        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+            .fetch_one(conn)
+            .await?)
+    }
+
+    async fn begin_write(&self) -> StoreResult<Tx<Self>> {
         Ok(self.pool.begin().await?)
     }
 
     /// Statements in READ COMMITTED each see their own moment; a snapshot must see one.
-    async fn begin_consistent_read(&self) -> StoreResult<Transaction<'static, Postgres>> {
+    async fn begin_consistent_read(&self) -> StoreResult<Tx<Self>> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
@@ -188,22 +229,40 @@ impl PgStore {
         Ok(tx)
     }
 
-    /// Serialises first-start key creation between replicas for the transaction's length.
-    async fn lock_keys(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
-        advisory_xact_lock(tx, KEYS_LOCK_KEY).await
-    }
-
-    async fn lock_catalog(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
+    async fn lock_catalog(tx: &mut Tx<Self>) -> StoreResult<()> {
         advisory_xact_lock(tx, CATALOG_LOCK_KEY).await
     }
 
-    async fn announce_catalog_change(tx: &mut Transaction<'static, Postgres>) -> StoreResult<()> {
+    async fn lock_keys(tx: &mut Tx<Self>) -> StoreResult<()> {
+        advisory_xact_lock(tx, KEYS_LOCK_KEY).await
+    }
+
+    fn read_pool_sql() -> &'static str {
+        READ_POOL
+    }
+
+    fn lock_pool_sql() -> &'static str {
+        &LOCK_POOL
+    }
+
+    async fn announce_catalog_change(tx: &mut Tx<Self>) -> StoreResult<()> {
         notify(tx, CATALOG_CHANNEL, "").await
     }
+
+    async fn announce_activity(tx: &mut Tx<Self>, pool: &str) -> StoreResult<()> {
+        notify(tx, ACTIVITY_CHANNEL, pool).await
+    }
+
+    /// Other replicas forget a revoked key from their caches when this arrives, at commit,
+    /// instead of trusting it until their cache entry expires.
+    async fn announce_revocation(tx: &mut Tx<Self>, id: &str) -> StoreResult<()> {
+        notify(tx, KEYS_CHANNEL, id).await
+    }
+
     /// Appends samples with one array per column: PostgreSQL plans one statement with six
     /// parameters instead of six thousand.
     async fn insert_samples(
-        tx: &mut Transaction<'static, Postgres>,
+        tx: &mut Tx<Self>,
         rows: &[&NewSample],
         now_ms: i64,
     ) -> StoreResult<u64> {
@@ -226,39 +285,28 @@ impl PgStore {
         Ok(n)
     }
 
-    async fn upsert_latest(
-        tx: &mut Transaction<'static, Postgres>,
-        rows: &[LatestRow],
-    ) -> StoreResult<()> {
+    /// The same with arrays for the series' upsert.
+    async fn upsert_latest(tx: &mut Tx<Self>, rows: &[LatestRow]) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO signal_latest (pool, worker, name, at_ms, value, last_busy_at_ms, idle_since_ms)
-             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::float8[], $6::bigint[], $7::bigint[])
+            "INSERT INTO signal_latest
+                 (pool, worker, name, at_ms, value, last_busy_at_ms, idle_since_ms)
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[],
+                 $5::float8[], $6::bigint[], $7::bigint[])
              {}",
             UPSERT_LATEST_TAIL.as_str()
         );
+        let busy: Vec<_> = rows.iter().map(|s| s.activity.last_busy_at_ms).collect();
+        let idle: Vec<_> = rows.iter().map(|s| s.activity.idle_since_ms).collect();
         sqlx::query(&sql)
             .bind(rows.iter().map(|s| s.pool.as_str()).collect::<Vec<_>>())
             .bind(rows.iter().map(|s| s.worker.as_str()).collect::<Vec<_>>())
             .bind(rows.iter().map(|s| s.name).collect::<Vec<_>>())
             .bind(rows.iter().map(|s| s.at_ms).collect::<Vec<_>>())
             .bind(rows.iter().map(|s| s.value).collect::<Vec<_>>())
-            .bind(
-                rows.iter()
-                    .map(|s| s.activity.last_busy_at_ms)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                rows.iter()
-                    .map(|s| s.activity.idle_since_ms)
-                    .collect::<Vec<_>>(),
-            )
+            .bind(busy)
+            .bind(idle)
             .execute(&mut **tx)
             .await?;
         Ok(())
     }
 }
-
-shared_sql!(PgStore, Postgres);
-pool_sql!(PgStore, Postgres);
-key_sql!(PgStore, Postgres);
-idempotency_sql!(PgStore, Postgres);

@@ -6,36 +6,35 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
-
-use super::NewSample;
-use super::StoreResult;
-use super::pool_sql::{
-    LatestRow, UPSERT_LATEST_TAIL, decision_read_from_row, pool_from_row, pool_sql, worker_from_row,
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
 };
-use super::sql::{bind_spec, offering_from_row, shared_sql, spec_from_row};
+use sqlx::{Arguments as _, Sqlite, SqlitePool};
 
-/// The decision read, as text, so the locking variant can append to it.
-macro_rules! pool_read_sql {
-    () => {
-        "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key, p.last_decision_at_ms,
-            p.since_ms, p.created_at_ms, p.updated_at_ms,
-        (SELECT json_group_array(json_array(w.id, w.instance_type, w.market, w.zone, w.started_at_ms,
-                    w.stopped_at_ms, w.warning_kind, w.warning_at_ms, w.warning_action_at_ms))
-           FROM (SELECT * FROM workers w
-                  WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2)
-                  ORDER BY w.started_at_ms, w.id) w) AS workers_json,
-        (SELECT json_group_array(json_array(s.worker, s.name, s.value, s.at_ms, s.last_busy_at_ms, s.idle_since_ms))
-           FROM (SELECT * FROM signal_latest s WHERE s.pool = p.name ORDER BY s.worker, s.name) s) AS latest_json,
-        (SELECT json_group_array(json_array(e.kind, e.instance_type, e.zone, e.at_ms))
-           FROM pool_events e
-          WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
-            AND e.kind IN ('interruption_warning', 'capacity_error')
-            AND e.instance_type IS NOT NULL) AS incidents_json
-        FROM pools p WHERE p.name = $1"
-    };
-}
+use super::StoreResult;
+use super::backend::{Backend, Conn, Decoded, Tx};
+use super::stmt::{Arg, Stmt};
+
+/// The decision read ([`Backend::read_pool_sql`]), aggregating with `json_group_array`.
+/// Inside `BEGIN IMMEDIATE` it already holds the one write lock, so it locks as it is.
+const READ_POOL: &str = "SELECT p.name, p.policy, p.state, p.last_decision, p.last_decision_key,
+        p.last_decision_at_ms, p.since_ms, p.created_at_ms, p.updated_at_ms,
+    (SELECT json_group_array(json_array(w.id, w.instance_type, w.market, w.zone,
+                w.started_at_ms, w.stopped_at_ms, w.warning_kind, w.warning_at_ms,
+                w.warning_action_at_ms))
+       FROM (SELECT * FROM workers w
+              WHERE w.pool = p.name AND (w.stopped_at_ms IS NULL OR w.stopped_at_ms >= $2)
+              ORDER BY w.started_at_ms, w.id) w) AS workers_json,
+    (SELECT json_group_array(json_array(s.worker, s.name, s.value, s.at_ms, s.last_busy_at_ms,
+                s.idle_since_ms))
+       FROM (SELECT * FROM signal_latest s WHERE s.pool = p.name ORDER BY s.worker, s.name) s
+    ) AS latest_json,
+    (SELECT json_group_array(json_array(e.kind, e.instance_type, e.zone, e.at_ms))
+       FROM pool_events e
+      WHERE e.pool = p.name AND e.at_ms >= $3 - p.incident_lookback_ms
+        AND e.kind IN ('interruption_warning', 'capacity_error')
+        AND e.instance_type IS NOT NULL) AS incidents_json
+    FROM pools p WHERE p.name = $1";
 
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -44,6 +43,12 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     pub(crate) const MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
+
+    /// Applies the pending SQLite migrations.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        Self::MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
 
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let options = SqliteConnectOptions::from_str(url)?
@@ -67,94 +72,100 @@ impl SqliteStore {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+}
 
-    /// Reads a pool with everything its decision needs, in one statement.
-    const READ_POOL: &'static str = pool_read_sql!();
-    /// The same statement: inside `BEGIN IMMEDIATE` it already holds the one write lock.
-    const LOCK_POOL: &'static str = pool_read_sql!();
+/// Binds a statement's values for SQLite.
+fn arguments(args: Vec<Arg<'_>>) -> Result<SqliteArguments<'_>, sqlx::Error> {
+    let mut out = SqliteArguments::default();
+    for arg in args {
+        match arg {
+            Arg::Int(v) => out.add(v),
+            Arg::Int4(v) => out.add(v),
+            Arg::Real(v) => out.add(v),
+            Arg::Bool(v) => out.add(v),
+            Arg::Text(v) => out.add(v),
+            Arg::Bytes(v) => out.add(v),
+        }
+        .map_err(sqlx::Error::Encode)?;
+    }
+    Ok(out)
+}
 
-    /// One process: the API announces activity to its own subscribers.
-    async fn announce_activity(
-        _tx: &mut Transaction<'static, Sqlite>,
-        _pool: &str,
-    ) -> StoreResult<()> {
-        Ok(())
+/// One file and one process: `BEGIN IMMEDIATE` takes the only write lock there is, so the
+/// catalog and key locks come with it, and nobody else needs telling of a change (the API
+/// announces activity and forgets revoked keys itself; readers poll the catalog version).
+/// Bulk inserts are the portable multi-row statements.
+impl Backend for SqliteStore {
+    type Db = Sqlite;
+
+    fn pool(&self) -> &SqlitePool {
+        &self.pool
     }
 
-    /// One process: the API forgets a revoked key itself.
-    async fn announce_revocation(
-        _tx: &mut Transaction<'static, Sqlite>,
-        _id: &str,
-    ) -> StoreResult<()> {
-        Ok(())
+    async fn execute(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<u64> {
+        let (sql, args) = stmt.into_parts();
+        let query = sqlx::query_with(&sql, arguments(args)?);
+        Ok(query.execute(conn).await?.rows_affected())
     }
 
-    async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+    async fn fetch_all<T: Decoded>(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<Vec<T>> {
+        let (sql, args) = stmt.into_parts();
+        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+            .fetch_all(conn)
+            .await?)
+    }
+
+    async fn fetch_optional<T: Decoded>(
+        conn: &mut Conn<Self>,
+        stmt: Stmt<'_>,
+    ) -> StoreResult<Option<T>> {
+        let (sql, args) = stmt.into_parts();
+        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+            .fetch_optional(conn)
+            .await?)
+    }
+
+    async fn fetch_one<T: Decoded>(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<T> {
+        let (sql, args) = stmt.into_parts();
+        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+            .fetch_one(conn)
+            .await?)
+    }
+
+    async fn begin_write(&self) -> StoreResult<Tx<Self>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     /// A deferred read transaction in WAL mode reads one consistent snapshot of the file.
-    async fn begin_consistent_read(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+    async fn begin_consistent_read(&self) -> StoreResult<Tx<Self>> {
         Ok(self.pool.begin().await?)
     }
 
-    /// `BEGIN IMMEDIATE` already holds the only write lock there is.
-    async fn lock_keys(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
+    async fn lock_catalog(_tx: &mut Tx<Self>) -> StoreResult<()> {
         Ok(())
     }
 
-    /// `BEGIN IMMEDIATE` already holds the only write lock there is.
-    async fn lock_catalog(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
+    async fn lock_keys(_tx: &mut Tx<Self>) -> StoreResult<()> {
         Ok(())
     }
 
-    /// SQLite has no notifications; readers poll the catalog version instead.
-    async fn announce_catalog_change(_tx: &mut Transaction<'static, Sqlite>) -> StoreResult<()> {
-        Ok(())
-    }
-    async fn insert_samples(
-        tx: &mut Transaction<'static, Sqlite>,
-        rows: &[&NewSample],
-        now_ms: i64,
-    ) -> StoreResult<u64> {
-        let mut q = sqlx::QueryBuilder::<Sqlite>::new(
-            "INSERT INTO metric_samples (pool, worker, name, at_ms, value, received_at_ms) ",
-        );
-        q.push_values(rows, |mut b, s| {
-            b.push_bind(&s.pool)
-                .push_bind(&s.worker)
-                .push_bind(s.name)
-                .push_bind(s.at_ms)
-                .push_bind(s.value)
-                .push_bind(now_ms);
-        });
-        q.push(" ON CONFLICT (pool, worker, name, at_ms) DO NOTHING");
-        Ok(q.build().execute(&mut **tx).await?.rows_affected())
+    fn read_pool_sql() -> &'static str {
+        READ_POOL
     }
 
-    async fn upsert_latest(
-        tx: &mut Transaction<'static, Sqlite>,
-        rows: &[LatestRow],
-    ) -> StoreResult<()> {
-        let mut q = sqlx::QueryBuilder::<Sqlite>::new(
-            "INSERT INTO signal_latest (pool, worker, name, at_ms, value, last_busy_at_ms, idle_since_ms) ",
-        );
-        q.push_values(rows, |mut b, s| {
-            b.push_bind(&s.pool)
-                .push_bind(&s.worker)
-                .push_bind(s.name)
-                .push_bind(s.at_ms)
-                .push_bind(s.value)
-                .push_bind(s.activity.last_busy_at_ms)
-                .push_bind(s.activity.idle_since_ms);
-        });
-        q.push(UPSERT_LATEST_TAIL.as_str());
-        q.build().execute(&mut **tx).await?;
+    fn lock_pool_sql() -> &'static str {
+        READ_POOL
+    }
+
+    async fn announce_catalog_change(_tx: &mut Tx<Self>) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn announce_activity(_tx: &mut Tx<Self>, _pool: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn announce_revocation(_tx: &mut Tx<Self>, _id: &str) -> StoreResult<()> {
         Ok(())
     }
 }
-
-shared_sql!(SqliteStore, Sqlite);
-pool_sql!(SqliteStore, Sqlite);
-key_sql!(SqliteStore, Sqlite);
-idempotency_sql!(SqliteStore, Sqlite);

@@ -905,6 +905,52 @@ async fn alibaba_preemptible_interruption_reaches_the_pool(backend: Backend) {
     );
 }
 
+async fn the_pool_list_counts_each_pools_live_workers(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for name in ["list-a", "list-b", "list-c"] {
+        create_pool(&app, name, &t4_policy()).await;
+    }
+    add_workers(&app, "list-a", 3, "spot").await;
+    add_workers(&app, "list-b", 1, "on_demand").await;
+    let r = app
+        .client
+        .delete(app.url("/v1/pools/list-a/workers/spot-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let list = app.get_json("/v1/pools").await;
+    let counts: Vec<(String, u64)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                p["current"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("list-a".into(), 2),
+            ("list-b".into(), 1),
+            ("list-c".into(), 0)
+        ],
+        "a stopped worker is not counted"
+    );
+    // Pages carry the counts too.
+    let first = app.get_json("/v1/pools?limit=1").await;
+    assert_eq!(first["items"][0]["current"], 2);
+    let next = first["next"].as_str().unwrap();
+    let second = app
+        .get_json(&format!("/v1/pools?limit=1&cursor={next}"))
+        .await;
+    assert_eq!(second["items"][0]["name"], "list-b");
+    assert_eq!(second["items"][0]["current"], 1);
+}
+
 on_both_backends!(
     alibaba_preemptible_interruption_reaches_the_pool,
     utilization_mode_and_budget_alarm,
@@ -916,6 +962,7 @@ on_both_backends!(
     metric_batches_are_all_or_nothing_and_idempotent,
     fleet_metrics_and_page_show_the_pool,
     workers_are_validated_and_stop,
+    the_pool_list_counts_each_pools_live_workers,
     a_static_pool_takes_workers_of_types_other_providers_offer,
     events_page_newest_first,
     fifty_concurrent_decisions_take_one_step,

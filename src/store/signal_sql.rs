@@ -1,0 +1,243 @@
+//! The SQL for samples, written once for both backends. A batch is stored all or nothing:
+//! every sample goes into `metric_samples` (a re-sent one is a no-op) and the newest value
+//! and activity of each series into `signal_latest`, which decisions read. Ingestion never
+//! touches the pool's row, so it never waits for a decision.
+
+use std::collections::BTreeMap;
+
+use super::backend::{Backend, decode_error};
+use super::stmt::Stmt;
+use super::{IngestReport, LatestSignal, NewSample, Once, StoreError, StoreResult, idempotency};
+use crate::core::idle::SeriesActivity;
+use crate::core::policy::Policy;
+
+/// Rows per multi-row statement: well under both backends' bind-parameter limits.
+pub(super) const CHUNK: usize = 1000;
+
+/// The newest sample of a series in a batch, with the latest time it showed work.
+#[derive(Debug, Clone)]
+pub(super) struct LatestRow {
+    pub pool: String,
+    pub worker: String,
+    pub name: &'static str,
+    pub at_ms: i64,
+    pub value: f64,
+    /// The batch's own activity for the series, merged with the stored one by the upsert.
+    pub activity: SeriesActivity,
+}
+
+/// Keeps the newest value per series and merges its activity as
+/// [`SeriesActivity::merge`](crate::core::idle::SeriesActivity::merge) does: the later busy
+/// time, and the earlier of the two idle times that fall after it. The SET expressions all
+/// read the row as it was, which both backends guarantee.
+pub(super) static UPSERT_LATEST_TAIL: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| {
+        let busy = "CASE WHEN excluded.last_busy_at_ms IS NOT NULL
+        AND (signal_latest.last_busy_at_ms IS NULL
+             OR excluded.last_busy_at_ms > signal_latest.last_busy_at_ms)
+        THEN excluded.last_busy_at_ms ELSE signal_latest.last_busy_at_ms END";
+        let after =
+            |idle: &str| format!("CASE WHEN ({busy}) IS NULL OR {idle} > ({busy}) THEN {idle} END");
+        let (x, y) = (
+            after("excluded.idle_since_ms"),
+            after("signal_latest.idle_since_ms"),
+        );
+        format!(
+            " ON CONFLICT (pool, worker, name) DO UPDATE SET
+    value = CASE WHEN excluded.at_ms > signal_latest.at_ms
+        THEN excluded.value ELSE signal_latest.value END,
+    at_ms = CASE WHEN excluded.at_ms > signal_latest.at_ms
+        THEN excluded.at_ms ELSE signal_latest.at_ms END,
+    last_busy_at_ms = {busy},
+    idle_since_ms = CASE WHEN ({x}) IS NULL THEN {y} WHEN ({y}) IS NULL THEN {x}
+        WHEN ({x}) < ({y}) THEN {x} ELSE {y} END"
+        )
+    });
+
+/// One multi-row insert of samples; a sample already stored is skipped.
+pub(super) fn insert_samples_values<'q>(rows: &[&'q NewSample], now_ms: i64) -> Stmt<'q> {
+    let mut q =
+        Stmt::new("INSERT INTO metric_samples (pool, worker, name, at_ms, value, received_at_ms) ");
+    q.push_values(rows.iter().copied(), |t, s| {
+        t.bind(&s.pool)
+            .bind(&s.worker)
+            .bind(s.name)
+            .bind(s.at_ms)
+            .bind(s.value)
+            .bind(now_ms);
+    });
+    q.push(" ON CONFLICT (pool, worker, name, at_ms) DO NOTHING");
+    q
+}
+
+/// One multi-row upsert of series into `signal_latest`.
+pub(super) fn upsert_latest_values(rows: &[LatestRow]) -> Stmt<'_> {
+    let mut q = Stmt::new(
+        "INSERT INTO signal_latest
+             (pool, worker, name, at_ms, value, last_busy_at_ms, idle_since_ms) ",
+    );
+    q.push_values(rows, |t, s| {
+        t.bind(&s.pool)
+            .bind(&s.worker)
+            .bind(s.name)
+            .bind(s.at_ms)
+            .bind(s.value)
+            .bind(s.activity.last_busy_at_ms)
+            .bind(s.activity.idle_since_ms);
+    });
+    q.push(&UPSERT_LATEST_TAIL);
+    q
+}
+
+/// The newest sample of each series of a pool at or after `since_ms`.
+pub(super) async fn latest_signals<B: Backend>(
+    db: &B,
+    pool: &str,
+    since_ms: i64,
+) -> StoreResult<Vec<LatestSignal>> {
+    let stmt = Stmt::new(
+        "SELECT worker, name, value, at_ms FROM signal_latest
+         WHERE pool = $1 AND at_ms >= $2 ORDER BY worker, name",
+    )
+    .bind(pool)
+    .bind(since_ms);
+    B::fetch_all(&mut *db.conn().await?, stmt).await
+}
+
+/// Stores a batch of samples all or nothing. Every pool must exist; `busy` says whether a
+/// sample shows work under its pool's policy (for idle-to-zero).
+pub(super) async fn ingest<B: Backend>(
+    db: &B,
+    samples: &[NewSample],
+    busy: impl Fn(&Policy, &NewSample) -> bool,
+    now_ms: i64,
+    once: Option<Once<'_, IngestReport>>,
+) -> StoreResult<IngestReport> {
+    let mut tx = db.begin_write().await?;
+    // The key before any write: a duplicate waits here, not halfway through.
+    idempotency::begin_once::<B, _>(&mut tx, &once).await?;
+    // Pools first: a batch naming an unknown pool stores nothing.
+    let mut policies: BTreeMap<&str, Policy> = BTreeMap::new();
+    for (index, s) in samples.iter().enumerate() {
+        if policies.contains_key(s.pool.as_str()) {
+            continue;
+        }
+        let find = Stmt::new("SELECT policy FROM pools WHERE name = $1").bind(&s.pool);
+        let Some((json,)) = B::fetch_optional::<(String,)>(&mut tx, find).await? else {
+            return Err(StoreError::UnknownPool {
+                index,
+                pool: s.pool.clone(),
+            });
+        };
+        let policy = serde_json::from_str(&json).map_err(decode_error)?;
+        policies.insert(s.pool.as_str(), policy);
+    }
+    // One lock order for every writer (sorted keys), so concurrent batches that overlap
+    // cannot deadlock.
+    let mut sorted: Vec<&NewSample> = samples.iter().collect();
+    sorted.sort_by(|a, b| {
+        (&a.pool, &a.worker, a.name, a.at_ms).cmp(&(&b.pool, &b.worker, b.name, b.at_ms))
+    });
+    let mut inserted = 0;
+    for chunk in sorted.chunks(CHUNK) {
+        inserted += B::insert_samples(&mut tx, chunk, now_ms).await?;
+    }
+    let latest = newest_per_series(&sorted, |s| {
+        policies.get(s.pool.as_str()).is_some_and(|p| busy(p, s))
+    });
+    for chunk in latest.chunks(CHUNK) {
+        B::upsert_latest(&mut tx, chunk).await?;
+    }
+    let mut active_pools: Vec<String> = latest
+        .iter()
+        .filter(|l| l.activity.last_busy_at_ms.is_some())
+        .map(|l| l.pool.clone())
+        .collect();
+    active_pools.dedup();
+    let mut quiet_pools: Vec<String> = latest
+        .iter()
+        .filter(|l| crate::core::idle::counts_jobs(l.name) && l.activity.last_busy_at_ms.is_none())
+        .map(|l| l.pool.clone())
+        .filter(|p| !active_pools.contains(p))
+        .collect();
+    quiet_pools.dedup();
+    for pool in active_pools.iter().chain(&quiet_pools) {
+        B::announce_activity(&mut tx, pool).await?;
+    }
+    let total = samples.len() as u64;
+    let report = IngestReport {
+        accepted: total,
+        duplicates: total.saturating_sub(inserted),
+        active_pools,
+        quiet_pools,
+    };
+    idempotency::finish_once::<B, _>(&mut tx, &once, &report).await?;
+    tx.commit().await?;
+    Ok(report)
+}
+
+/// The newest sample per series of `sorted` (sorted by series), and when each series last
+/// showed work; in series order.
+fn newest_per_series(
+    sorted: &[&NewSample],
+    shows_work: impl Fn(&NewSample) -> bool,
+) -> Vec<LatestRow> {
+    let mut latest: BTreeMap<(&str, &str, &str), LatestRow> = BTreeMap::new();
+    for s in sorted {
+        let e = latest
+            .entry((s.pool.as_str(), s.worker.as_str(), s.name))
+            .or_insert_with(|| LatestRow {
+                pool: s.pool.clone(),
+                worker: s.worker.clone(),
+                name: s.name,
+                at_ms: s.at_ms,
+                value: s.value,
+                activity: SeriesActivity::default(),
+            });
+        if s.at_ms > e.at_ms {
+            e.at_ms = s.at_ms;
+            e.value = s.value;
+        }
+        e.activity.observe(s.at_ms, shows_work(s));
+    }
+    latest.into_values().collect()
+}
+
+/// Deletes samples received before `before_ms`; the latest per series stays.
+pub(super) async fn prune_samples<B: Backend>(db: &B, before_ms: i64) -> StoreResult<u64> {
+    let prune = Stmt::new("DELETE FROM metric_samples WHERE received_at_ms < $1").bind(before_ms);
+    B::execute(&mut *db.conn().await?, prune).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(worker: &str, at_ms: i64, value: f64) -> NewSample {
+        NewSample {
+            pool: "p".into(),
+            worker: worker.into(),
+            name: "queue_depth",
+            value,
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn each_series_keeps_its_newest_value_and_its_latest_busy_time() {
+        let samples = [
+            sample("a", 10, 3.0),
+            sample("a", 20, 5.0),
+            sample("a", 30, 0.0),
+            sample("b", 5, 1.0),
+        ];
+        let sorted: Vec<&NewSample> = samples.iter().collect();
+        let latest = newest_per_series(&sorted, |s| s.value > 0.0);
+        assert_eq!(latest.len(), 2);
+        assert_eq!((latest[0].worker.as_str(), latest[0].at_ms), ("a", 30));
+        assert_eq!(latest[0].value, 0.0);
+        assert_eq!(latest[0].activity.last_busy_at_ms, Some(20));
+        assert_eq!(latest[0].activity.idle_since_ms, Some(30));
+        assert_eq!((latest[1].worker.as_str(), latest[1].value), ("b", 1.0));
+    }
+}
