@@ -190,15 +190,110 @@ impl Checks {
     }
 }
 
-/// Checks `p` against the catalog and fills in defaults.
+/// Checks `p` against the catalog and fills in defaults. Each step below checks one group of
+/// fields and records what is wrong in `Checks`, so one 422 names every bad field, in the
+/// order the steps run.
 pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, ApiError> {
+    check_provider(&p, catalog)?;
     let mut c = Checks(Vec::new());
+    let (instance_types, first_gpus) = instance_choices(&mut c, &p, catalog);
+    let mut zones = checked_zones(&mut c, &p);
+    let gpus_per_worker = gpus_per_worker(&mut c, p.gpus_per_worker, first_gpus);
+    let mode = mode(&mut c, &p, gpus_per_worker);
+    let min_workers = worker_bounds(&mut c, &p);
+    let (max_step_percent, min_step) = step_limits(&mut c, &p);
+    let (on_demand_base, spot_percentage) = market_mix(&mut c, &p);
+    check_budget_and_idle_memory(&mut c, &p);
+    let max_interruption_rate = max_interruption_rate(&mut c, &p);
+    check_group(&mut c, &p);
+    gcp_groups(&mut c, &p, &instance_types, &mut zones);
+    let policy = Policy {
+        scale_up_cooldown_sec: c.seconds(
+            "scale_up_cooldown_sec",
+            p.scale_up_cooldown_sec,
+            DEFAULT_SCALE_UP_COOLDOWN_SEC,
+        ),
+        scale_down_cooldown_sec: c.seconds(
+            "scale_down_cooldown_sec",
+            p.scale_down_cooldown_sec,
+            DEFAULT_SCALE_DOWN_COOLDOWN_SEC,
+        ),
+        stabilization_window_sec: c.seconds(
+            "stabilization_window_sec",
+            p.stabilization_window_sec,
+            DEFAULT_STABILIZATION_WINDOW_SEC,
+        ),
+        idle_to_zero_after_sec: c.seconds(
+            "idle_to_zero_after_sec",
+            p.idle_to_zero_after_sec,
+            DEFAULT_IDLE_TO_ZERO_AFTER_SEC,
+        ),
+        idle_utilization_threshold: c.fraction(
+            "idle_utilization_threshold",
+            p.idle_utilization_threshold,
+            DEFAULT_IDLE_UTILIZATION_THRESHOLD,
+            true,
+        ),
+        signal_max_age_sec: c.seconds(
+            "signal_max_age_sec",
+            p.signal_max_age_sec,
+            DEFAULT_SIGNAL_MAX_AGE_SEC,
+        ),
+        capacity_error_backoff_sec: c.seconds(
+            "capacity_error_backoff_sec",
+            p.capacity_error_backoff_sec,
+            DEFAULT_CAPACITY_ERROR_BACKOFF_SEC,
+        ),
+        interruption_window_sec: c.seconds(
+            "interruption_window_sec",
+            p.interruption_window_sec,
+            DEFAULT_INTERRUPTION_WINDOW_SEC,
+        ),
+        actuation: p.actuation.unwrap_or_default(),
+        idle_gpu_memory_gib: p.idle_gpu_memory_gib,
+        daily_budget: p.daily_budget,
+        budget_action: p.budget_action.unwrap_or_default(),
+        max_workers: p.max_workers,
+        provider: p.provider,
+        region: p.region,
+        group: p.group,
+        spot_group: p.spot_group,
+        zones,
+        instance_types,
+        gpus_per_worker,
+        mode,
+        min_workers,
+        max_step_percent,
+        min_step,
+        on_demand_base,
+        spot_percentage,
+        max_interruption_rate,
+    };
+    if c.0.is_empty() {
+        Ok(policy)
+    } else {
+        Err(ApiError::invalid_fields(c.0))
+    }
+}
+
+/// An unknown provider makes every other check meaningless, so it is refused alone.
+fn check_provider(p: &PolicyIn, catalog: &CatalogSnapshot) -> Result<(), ApiError> {
     if p.provider != STATIC_PROVIDER && !catalog.has_provider(&p.provider) {
         return Err(ApiError::invalid(
             "provider",
             format!("is not a provider of the catalog: `{}`", p.provider),
         ));
     }
+    Ok(())
+}
+
+/// The instance types with their allowed markets, each offered by the provider in the
+/// region and listed once; also the first type's GPU count, the default `gpus_per_worker`.
+fn instance_choices(
+    c: &mut Checks,
+    p: &PolicyIn,
+    catalog: &CatalogSnapshot,
+) -> (Vec<InstanceChoice>, Option<f64>) {
     if p.instance_types.is_empty() {
         c.fail("instance_types", "must name at least one instance type");
     }
@@ -258,7 +353,11 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             markets,
         });
     }
-    let mut zones = p.zones.clone().unwrap_or_default();
+    (instance_types, first_gpus)
+}
+
+fn checked_zones(c: &mut Checks, p: &PolicyIn) -> Vec<String> {
+    let zones = p.zones.clone().unwrap_or_default();
     for (i, z) in zones.iter().enumerate() {
         if z.trim().is_empty() {
             c.fail(format!("zones[{i}]"), "must not be empty");
@@ -266,7 +365,12 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             c.fail(format!("zones[{i}]"), format!("`{z}` is listed twice"));
         }
     }
-    let gpus_per_worker = match (p.gpus_per_worker, first_gpus) {
+    zones
+}
+
+/// The given count, or the first instance type's whole GPU count.
+fn gpus_per_worker(c: &mut Checks, given: Option<u32>, first_gpus: Option<f64>) -> u32 {
+    match (given, first_gpus) {
         (Some(0), _) => {
             c.fail("gpus_per_worker", "must be at least 1");
             1
@@ -281,8 +385,28 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             1
         }
         (None, None) => 1,
-    };
+    }
+}
+
+/// The scaling mode with its own fields; fields of another mode are refused rather than
+/// silently ignored.
+fn mode(c: &mut Checks, p: &PolicyIn, gpus_per_worker: u32) -> Mode {
     let mode_name = p.mode.unwrap_or(ModeName::Queue);
+    refuse_other_modes_fields(c, p, mode_name);
+    match mode_name {
+        ModeName::Queue => {
+            let gpus_per_job = p.gpus_per_job.unwrap_or(gpus_per_worker);
+            if gpus_per_job == 0 {
+                c.fail("gpus_per_job", "must be at least 1");
+            }
+            Mode::Queue { gpus_per_job }
+        }
+        ModeName::Utilization => utilization_mode(c, p),
+        ModeName::Elastic => elastic_mode(c, p),
+    }
+}
+
+fn refuse_other_modes_fields(c: &mut Checks, p: &PolicyIn, mode_name: ModeName) {
     c.only_in(
         "gpus_per_job",
         p.gpus_per_job.is_some() && mode_name != ModeName::Queue,
@@ -303,71 +427,70 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
     c.only_in("min_nodes", p.min_nodes.is_some() && not_elastic, "elastic");
     c.only_in("max_nodes", p.max_nodes.is_some() && not_elastic, "elastic");
     c.only_in("node_step", p.node_step.is_some() && not_elastic, "elastic");
-    let mode = match mode_name {
-        ModeName::Queue => {
-            let gpus_per_job = p.gpus_per_job.unwrap_or(gpus_per_worker);
-            if gpus_per_job == 0 {
-                c.fail("gpus_per_job", "must be at least 1");
+}
+
+fn utilization_mode(c: &mut Checks, p: &PolicyIn) -> Mode {
+    Mode::Utilization {
+        target_utilization: c.fraction(
+            "target_utilization",
+            p.target_utilization,
+            DEFAULT_TARGET_UTILIZATION,
+            false,
+        ),
+        tolerance: {
+            let t = c.fraction("tolerance", p.tolerance, DEFAULT_TOLERANCE, true);
+            if t >= 1.0 {
+                c.fail("tolerance", "must be below 1");
             }
-            Mode::Queue { gpus_per_job }
-        }
-        ModeName::Utilization => Mode::Utilization {
-            target_utilization: c.fraction(
-                "target_utilization",
-                p.target_utilization,
-                DEFAULT_TARGET_UTILIZATION,
-                false,
-            ),
-            tolerance: {
-                let t = c.fraction("tolerance", p.tolerance, DEFAULT_TOLERANCE, true);
-                if t >= 1.0 {
-                    c.fail("tolerance", "must be below 1");
-                }
-                t
-            },
+            t
         },
-        ModeName::Elastic => {
-            let (min_nodes, max_nodes) = match (p.min_nodes, p.max_nodes) {
-                (Some(a), Some(b)) => (a, b),
-                (a, b) => {
-                    for (field, missing) in [("min_nodes", a.is_none()), ("max_nodes", b.is_none())]
-                    {
-                        if missing {
-                            c.fail(field, "is required in mode `elastic`");
-                        }
-                    }
-                    (1, 1)
+    }
+}
+
+/// Elastic mode: both node bounds are required, and the smallest gang must fit the pool.
+fn elastic_mode(c: &mut Checks, p: &PolicyIn) -> Mode {
+    let (min_nodes, max_nodes) = match (p.min_nodes, p.max_nodes) {
+        (Some(a), Some(b)) => (a, b),
+        (a, b) => {
+            for (field, missing) in [("min_nodes", a.is_none()), ("max_nodes", b.is_none())] {
+                if missing {
+                    c.fail(field, "is required in mode `elastic`");
                 }
-            };
-            if min_nodes > p.max_workers {
-                c.fail(
-                    "min_nodes",
-                    format!(
-                        "the gang of {min_nodes} does not fit in max_workers ({})",
-                        p.max_workers
-                    ),
-                );
             }
-            if min_nodes == 0 {
-                c.fail("min_nodes", "must be at least 1");
-            }
-            if max_nodes < min_nodes {
-                c.fail(
-                    "max_nodes",
-                    format!("must not be below min_nodes ({min_nodes})"),
-                );
-            }
-            let node_step = p.node_step.unwrap_or(1);
-            if node_step == 0 {
-                c.fail("node_step", "must be at least 1");
-            }
-            Mode::Elastic {
-                min_nodes,
-                max_nodes,
-                node_step,
-            }
+            (1, 1)
         }
     };
+    if min_nodes > p.max_workers {
+        c.fail(
+            "min_nodes",
+            format!(
+                "the gang of {min_nodes} does not fit in max_workers ({})",
+                p.max_workers
+            ),
+        );
+    }
+    if min_nodes == 0 {
+        c.fail("min_nodes", "must be at least 1");
+    }
+    if max_nodes < min_nodes {
+        c.fail(
+            "max_nodes",
+            format!("must not be below min_nodes ({min_nodes})"),
+        );
+    }
+    let node_step = p.node_step.unwrap_or(1);
+    if node_step == 0 {
+        c.fail("node_step", "must be at least 1");
+    }
+    Mode::Elastic {
+        min_nodes,
+        max_nodes,
+        node_step,
+    }
+}
+
+/// `max_workers` in range and `min_workers` (default 0) not above it.
+fn worker_bounds(c: &mut Checks, p: &PolicyIn) -> u32 {
     let min_workers = p.min_workers.unwrap_or(0);
     if p.max_workers == 0 {
         c.fail("max_workers", "must be at least 1");
@@ -381,6 +504,10 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
             format!("must not exceed max_workers ({})", p.max_workers),
         );
     }
+    min_workers
+}
+
+fn step_limits(c: &mut Checks, p: &PolicyIn) -> (f64, u32) {
     let max_step_percent = p.max_step_percent.unwrap_or(DEFAULT_MAX_STEP_PERCENT);
     if !(max_step_percent.is_finite() && max_step_percent > 0.0 && max_step_percent <= 1000.0) {
         c.fail("max_step_percent", "must be a percentage in (0, 1000]");
@@ -389,6 +516,11 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
     if min_step == 0 {
         c.fail("min_step", "must be at least 1");
     }
+    (max_step_percent, min_step)
+}
+
+/// The on-demand base and the spot share above it.
+fn market_mix(c: &mut Checks, p: &PolicyIn) -> (u32, u32) {
     let spot_percentage = p.spot_percentage.unwrap_or(DEFAULT_SPOT_PERCENTAGE);
     if spot_percentage > 100 {
         c.fail("spot_percentage", "must be a percentage from 0 to 100");
@@ -397,6 +529,10 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
     if on_demand_base > MAX_WORKERS {
         c.fail("on_demand_base", format!("must be at most {MAX_WORKERS}"));
     }
+    (on_demand_base, spot_percentage)
+}
+
+fn check_budget_and_idle_memory(c: &mut Checks, p: &PolicyIn) {
     if let Some(b) = p.daily_budget
         && !(b.is_finite() && b > 0.0 && b <= 1e9)
     {
@@ -416,98 +552,35 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
     if p.budget_action.is_some() && p.daily_budget.is_none() {
         c.fail("budget_action", "needs a daily_budget");
     }
-    let max_interruption_rate = p
+}
+
+fn max_interruption_rate(c: &mut Checks, p: &PolicyIn) -> f64 {
+    let rate = p
         .max_interruption_rate
         .unwrap_or(DEFAULT_MAX_INTERRUPTION_RATE);
-    if !(max_interruption_rate.is_finite() && max_interruption_rate >= 0.0) {
+    if !(rate.is_finite() && rate >= 0.0) {
         c.fail("max_interruption_rate", "must be a number at least zero");
     }
-    let group = p.group.clone();
-    if let Some(g) = &group {
-        if !CLOUD_GROUP_PROVIDERS.contains(&p.provider.as_str()) {
-            c.fail(
-                "group",
-                format!(
-                    "only pools of {} bind to a cloud group, not `{}`",
-                    CLOUD_GROUP_PROVIDERS.join(" or "),
-                    p.provider
-                ),
-            );
-        } else if g.trim().is_empty() || g.chars().count() > 255 || g.chars().any(char::is_control)
-        {
-            c.fail(
-                "group",
-                "must be a group name or id of 1 to 255 printable characters",
-            );
-        }
-    }
-    gcp_groups(&mut c, &p, &instance_types, &mut zones);
-    let policy = Policy {
-        provider: p.provider,
-        region: p.region,
-        group,
-        spot_group: p.spot_group,
-        actuation: p.actuation.unwrap_or_default(),
-        zones,
-        instance_types,
-        gpus_per_worker,
-        mode,
-        min_workers,
-        max_workers: p.max_workers,
-        max_step_percent,
-        min_step,
-        scale_up_cooldown_sec: c.seconds(
-            "scale_up_cooldown_sec",
-            p.scale_up_cooldown_sec,
-            DEFAULT_SCALE_UP_COOLDOWN_SEC,
-        ),
-        scale_down_cooldown_sec: c.seconds(
-            "scale_down_cooldown_sec",
-            p.scale_down_cooldown_sec,
-            DEFAULT_SCALE_DOWN_COOLDOWN_SEC,
-        ),
-        stabilization_window_sec: c.seconds(
-            "stabilization_window_sec",
-            p.stabilization_window_sec,
-            DEFAULT_STABILIZATION_WINDOW_SEC,
-        ),
-        idle_to_zero_after_sec: c.seconds(
-            "idle_to_zero_after_sec",
-            p.idle_to_zero_after_sec,
-            DEFAULT_IDLE_TO_ZERO_AFTER_SEC,
-        ),
-        idle_utilization_threshold: c.fraction(
-            "idle_utilization_threshold",
-            p.idle_utilization_threshold,
-            DEFAULT_IDLE_UTILIZATION_THRESHOLD,
-            true,
-        ),
-        idle_gpu_memory_gib: p.idle_gpu_memory_gib,
-        on_demand_base,
-        spot_percentage,
-        daily_budget: p.daily_budget,
-        budget_action: p.budget_action.unwrap_or_default(),
-        signal_max_age_sec: c.seconds(
-            "signal_max_age_sec",
-            p.signal_max_age_sec,
-            DEFAULT_SIGNAL_MAX_AGE_SEC,
-        ),
-        capacity_error_backoff_sec: c.seconds(
-            "capacity_error_backoff_sec",
-            p.capacity_error_backoff_sec,
-            DEFAULT_CAPACITY_ERROR_BACKOFF_SEC,
-        ),
-        interruption_window_sec: c.seconds(
-            "interruption_window_sec",
-            p.interruption_window_sec,
-            DEFAULT_INTERRUPTION_WINDOW_SEC,
-        ),
-        max_interruption_rate,
-    };
-    if c.0.is_empty() {
-        Ok(policy)
-    } else {
-        Err(ApiError::invalid_fields(c.0))
+    rate
+}
+
+/// Only cloud pools bind to a group, named by 1 to 255 printable characters.
+fn check_group(c: &mut Checks, p: &PolicyIn) {
+    let Some(g) = &p.group else { return };
+    if !CLOUD_GROUP_PROVIDERS.contains(&p.provider.as_str()) {
+        c.fail(
+            "group",
+            format!(
+                "only pools of {} bind to a cloud group, not `{}`",
+                CLOUD_GROUP_PROVIDERS.join(" or "),
+                p.provider
+            ),
+        );
+    } else if g.trim().is_empty() || g.chars().count() > 255 || g.chars().any(char::is_control) {
+        c.fail(
+            "group",
+            "must be a group name or id of 1 to 255 printable characters",
+        );
     }
 }
 
