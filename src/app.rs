@@ -10,12 +10,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 
 use crate::api::auth::Auth;
-use crate::api::metrics::Metrics;
 use crate::catalog::bundled::BUNDLED;
 use crate::catalog::gpu_facts::{BUNDLED_GPUS_CSV, parse_gpu_facts};
 use crate::catalog::skypilot;
 use crate::config::{Config, ServeConfig};
 use crate::ingest::remote_write::LabelMapping;
+use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::provider::alibaba::{AlibabaProvider, AlibabaSettings};
 use crate::provider::aws::{AwsProvider, AwsSettings};

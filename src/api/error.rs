@@ -15,18 +15,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// server, short enough that a restart or fail-over costs clients little.
 pub const DATABASE_RETRY_AFTER_SECS: u64 = 2;
 
-/// One thing wrong with one field of the request.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-pub struct FieldError {
-    /// Where: a query parameter (`min_gpus`), a JSON path (`observations[2].price`), a path
-    /// segment (`provider`), or `body`.
-    pub field: String,
-    /// What is wrong with it, in words.
-    pub problem: String,
-    /// For uploaded files: the 1-based line at fault (the header is line 1).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<u64>,
-}
+pub use crate::field_error::FieldError;
 
 /// An RFC 9457 problem document.
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -23,7 +23,6 @@ pub mod metrics;
 pub mod offerings;
 pub mod page;
 mod page_events;
-pub mod policy_in;
 pub mod pools;
 pub mod prices;
 mod schema_rules;

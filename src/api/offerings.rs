@@ -138,20 +138,7 @@ pub enum CatalogProvider {
     Alibaba,
 }
 
-/// A pool's provider: one of the catalog, or `static` for workers trainscaler simulates.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)] // never built: it exists for its schema
-pub enum PoolProvider {
-    Static,
-    Aws,
-    Gcp,
-    Azure,
-    Lambda,
-    Nebius,
-    Vast,
-    Alibaba,
-}
+pub use crate::policy_in::PoolProvider;
 
 pub(super) fn known_provider(catalog: &CatalogSnapshot, provider: &str) -> Result<(), ApiError> {
     if catalog.has_provider(provider) {

@@ -14,13 +14,13 @@ use super::error::{ApiError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, parse_limit};
 use super::list::{ListParams, page, time_then};
 use super::offerings::snapshot;
-use super::policy_in::{PolicyIn, check_pool_name, parse_policy};
 use crate::app::AppState;
 use crate::core::catalog::Market;
 use crate::core::policy::{Policy, secs_to_ms};
 use crate::core::scale::Worker;
 use crate::fleet::signals;
 use crate::fleet::view::EventOut;
+use crate::policy_in::{PolicyIn, parse_policy};
 use crate::store::{EventPage, NewWorker, PoolRow};
 use crate::timefmt::{check_not_future, format_ms, now_ms, parse_rfc3339_ms};
 
@@ -80,7 +80,7 @@ pub async fn put_pool(
     ApiJson(body): ApiJson<PolicyIn>,
 ) -> Result<Response, ApiError> {
     check_pool_name(&name)?;
-    let policy = parse_policy(body, &*snapshot(&state)?)?;
+    let policy = parse_policy(body, &*snapshot(&state)?).map_err(ApiError::invalid_fields)?;
     let created = state.store.put_pool(&name, &policy, now_ms()).await?;
     state.mark_dirty(&name);
     let row = state
@@ -409,4 +409,26 @@ pub async fn list_events(
         items: rows.into_iter().map(EventOut::from).collect(),
         next,
     }))
+}
+
+/// Pool names are path segments, metric labels and Kubernetes-style names: lowercase letters,
+/// digits, `-`, `_` and `.`, starting with a letter or digit, at most 63 characters.
+pub fn check_pool_name(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "name",
+            "must be 1 to 63 lowercase letters, digits, `-`, `_` or `.`, starting with a letter or digit",
+        ))
+    }
 }

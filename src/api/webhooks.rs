@@ -182,7 +182,7 @@ pub async fn post_metrics(
     state
         .metrics
         .samples
-        .get_or_create(&super::metrics::SourceLabels { source: "json" })
+        .get_or_create(&crate::metrics::SourceLabels { source: "json" })
         .inc_by(report.accepted);
     Ok(Json(out(&report)))
 }
@@ -298,7 +298,7 @@ pub async fn post_prometheus(
     state
         .metrics
         .samples
-        .get_or_create(&super::metrics::SourceLabels {
+        .get_or_create(&crate::metrics::SourceLabels {
             source: "remote_write",
         })
         .inc_by(report.accepted);
@@ -374,7 +374,7 @@ pub async fn post_events(
             state
                 .metrics
                 .cloud_events
-                .get_or_create(&super::metrics::KindLabels {
+                .get_or_create(&crate::metrics::KindLabels {
                     kind: notice.kind.to_string(),
                 })
                 .inc();

@@ -11,6 +11,10 @@ use utoipa::ToSchema;
 use super::benchmark::{Benchmark, latest};
 use super::money::Micros;
 
+/// The provider whose workers are trainscaler's own records: no cloud account needed. Its
+/// pools are priced from every provider's offerings of their instance types.
+pub const STATIC_PROVIDER: &str = "static";
+
 /// A cloud (or marketplace) that sells GPU instances.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Provider {
@@ -406,7 +410,7 @@ impl CatalogSnapshot {
         provider: &str,
         instance_type: &str,
     ) -> Box<dyn Iterator<Item = &'a Offering> + 'a> {
-        if provider == super::policy::STATIC_PROVIDER {
+        if provider == STATIC_PROVIDER {
             let instance_type = instance_type.to_string();
             Box::new(
                 self.offerings

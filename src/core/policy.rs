@@ -26,8 +26,7 @@ pub const DEFAULT_CAPACITY_ERROR_BACKOFF_SEC: u64 = 180;
 pub const DEFAULT_INTERRUPTION_WINDOW_SEC: u64 = 3600;
 pub const DEFAULT_MAX_INTERRUPTION_RATE: f64 = 0.2;
 
-/// The provider whose workers are trainscaler's own records: no cloud account needed.
-pub const STATIC_PROVIDER: &str = "static";
+pub use super::catalog::STATIC_PROVIDER;
 
 /// What the reconciler does with a pool's decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]

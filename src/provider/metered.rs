@@ -7,7 +7,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{Capacity, CapacitySpec, GroupRef, Provider, ProviderResult, Refresh};
-use crate::api::metrics::{Metrics, ProviderCallLabels, ProviderMethodLabels};
+use crate::metrics::{Metrics, ProviderCallLabels, ProviderMethodLabels};
 
 #[derive(Debug)]
 pub struct Metered {

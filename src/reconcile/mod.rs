@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
-use crate::api::metrics::{Metrics, ReconcileLabels};
+use crate::metrics::{Metrics, ReconcileLabels};
 use crate::provider::refresh::refresh_region;
 use crate::provider::registry::Providers;
 use crate::snapshot::CatalogCache;

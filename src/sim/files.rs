@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 use super::input::{NamedPolicy, Problems, SettingsIn, TraceRow, parse_row};
-use crate::api::error::FieldError;
 use crate::core::sim::trace::Trace;
+use crate::field_error::FieldError;
 
 /// The file holding a scenario's settings; every other `.json` file in the folder is a policy.
 pub const SCENARIO_SETTINGS: &str = "scenario.json";

@@ -6,8 +6,6 @@
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::api::error::{ApiError, FieldError};
-use crate::api::policy_in::{PolicyIn, parse_policy};
 use crate::core::catalog::{CatalogSnapshot, Market};
 use crate::core::cost::day_start;
 use crate::core::policy::secs_to_ms;
@@ -15,6 +13,8 @@ use crate::core::sim::Candidate;
 use crate::core::sim::baseline::BASELINES;
 use crate::core::sim::settings::{Billing, Settings, default_end_ms};
 use crate::core::sim::trace::{JobSize, JobSpec, Trace, TraceEvent};
+use crate::field_error::FieldError;
+use crate::policy_in::{PolicyIn, parse_policy};
 use crate::timefmt::parse_rfc3339_ms;
 
 /// What a trace line is.
@@ -378,19 +378,15 @@ pub fn parse_policies(
         }
         match parse_policy(p.policy, catalog) {
             Ok(policy) => candidates.push(Candidate { name, policy }),
-            Err(e) => prefix_errors(&e, &format!("policies[{i}].policy"), out),
+            Err(e) => prefix_errors(e, &format!("policies[{i}].policy"), out),
         }
     }
     candidates
 }
 
-/// Moves an API error's field errors under `prefix`.
-pub fn prefix_errors(e: &ApiError, prefix: &str, out: &mut Problems) {
-    let problem = e.problem();
-    if problem.errors.is_empty() {
-        out.add(prefix, problem.detail);
-    }
-    for f in problem.errors {
+/// Moves a policy's field errors under `prefix`.
+pub fn prefix_errors(errors: Vec<FieldError>, prefix: &str, out: &mut Problems) {
+    for f in errors {
         out.0.push(FieldError {
             field: format!("{prefix}.{}", f.field),
             ..f

@@ -1,13 +1,12 @@
 //! The policy as clients send it: every field but the binding and `max_workers` optional, with
 //! the documented defaults filled in here, and every bad field named in one 422.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::error::{ApiError, FieldError};
-use super::offerings::PoolProvider;
 use crate::core::catalog::{CatalogSnapshot, Market};
 use crate::core::policy::*;
+use crate::field_error::FieldError;
 
 /// An instance type: a name (both markets allowed) or a name with its allowed markets.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -141,6 +140,21 @@ pub struct PolicyIn {
     pub max_interruption_rate: Option<f64>,
 }
 
+/// A pool's provider: one of the catalog, or `static` for workers trainscaler simulates.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // never built: it exists for its schema
+pub enum PoolProvider {
+    Static,
+    Aws,
+    Gcp,
+    Azure,
+    Lambda,
+    Nebius,
+    Vast,
+    Alibaba,
+}
+
 fn default_provider() -> String {
     STATIC_PROVIDER.to_string()
 }
@@ -193,7 +207,7 @@ impl Checks {
 /// Checks `p` against the catalog and fills in defaults. Each step below checks one group of
 /// fields and records what is wrong in `Checks`, so one 422 names every bad field, in the
 /// order the steps run.
-pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, ApiError> {
+pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Vec<FieldError>> {
     check_provider(&p, catalog)?;
     let mut c = Checks(Vec::new());
     let (instance_types, first_gpus) = instance_choices(&mut c, &p, catalog);
@@ -269,20 +283,18 @@ pub fn parse_policy(p: PolicyIn, catalog: &CatalogSnapshot) -> Result<Policy, Ap
         spot_percentage,
         max_interruption_rate,
     };
-    if c.0.is_empty() {
-        Ok(policy)
-    } else {
-        Err(ApiError::invalid_fields(c.0))
-    }
+    if c.0.is_empty() { Ok(policy) } else { Err(c.0) }
 }
 
 /// An unknown provider makes every other check meaningless, so it is refused alone.
-fn check_provider(p: &PolicyIn, catalog: &CatalogSnapshot) -> Result<(), ApiError> {
+fn check_provider(p: &PolicyIn, catalog: &CatalogSnapshot) -> Result<(), Vec<FieldError>> {
     if p.provider != STATIC_PROVIDER && !catalog.has_provider(&p.provider) {
-        return Err(ApiError::invalid(
+        let mut c = Checks(Vec::new());
+        c.fail(
             "provider",
             format!("is not a provider of the catalog: `{}`", p.provider),
-        ));
+        );
+        return Err(c.0);
     }
     Ok(())
 }
@@ -653,27 +665,5 @@ fn gcp_groups(c: &mut Checks, p: &PolicyIn, types: &[InstanceChoice], zones: &mu
              model; name the Spot MIG, or allow only [\"on_demand\"] in instance_types",
         ),
         None => {}
-    }
-}
-
-/// Pool names are path segments, metric labels and Kubernetes-style names: lowercase letters,
-/// digits, `-`, `_` and `.`, starting with a letter or digit, at most 63 characters.
-pub fn check_pool_name(name: &str) -> Result<(), ApiError> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            "name",
-            "must be 1 to 63 lowercase letters, digits, `-`, `_` or `.`, starting with a letter or digit",
-        ))
     }
 }
