@@ -1,4 +1,4 @@
-//! The pure middle of one pool decision (`fleet::decision::run`: prices from the catalog,
+//! The pure middle of one pool decision (`fleet::pool_decision::run`: prices from the catalog,
 //! signals, the core's rules, the write-back) for pools of 8 and 200 workers, as
 //! `POST /decide {"pool": ...}` runs it between its database read and write.
 //! Run with `cargo bench --bench pool_decision`.
@@ -14,7 +14,7 @@ use trainscaler::core::idle::{SeriesActivity, SeriesIdle};
 use trainscaler::core::policy::Policy;
 use trainscaler::core::reconcile::{Matching, PlanInput, plan, spec_for};
 use trainscaler::core::scale::{PoolState, Worker};
-use trainscaler::fleet::decision::run;
+use trainscaler::fleet::pool_decision::run;
 use trainscaler::store::{DecisionRead, LatestSignal, PoolRow};
 
 const NOW: i64 = 1_800_000_000_000;

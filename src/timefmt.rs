@@ -10,13 +10,9 @@ pub fn parse_rfc3339_ms(text: &str) -> Result<i64, String> {
     Ok((t.unix_timestamp_nanos() / 1_000_000) as i64)
 }
 
-/// Formats epoch milliseconds as RFC 3339 in UTC.
-pub fn format_ms(ms: i64) -> String {
-    OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_else(|| ms.to_string())
-}
+/// Formats epoch milliseconds as RFC 3339 in UTC: the core's formatter, so decisions and the
+/// API spell times alike.
+pub use crate::core::timestamp::rfc3339 as format_ms;
 
 /// How far ahead of this server's clock an observation time may be (other clocks drift).
 pub const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;

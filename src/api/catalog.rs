@@ -12,7 +12,7 @@ use super::list::{ListParams, page};
 use super::offerings::{CatalogProvider, known_provider, snapshot};
 use crate::app::AppState;
 use crate::catalog::{CatalogFormat, skypilot};
-use crate::core::catalog::{GpuFacts, Provider};
+use crate::core::catalog::{GpuFacts, ProviderEntry};
 use crate::store::{CatalogImport, ImportReport};
 use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
@@ -47,7 +47,7 @@ pub async fn list_gpus(
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ProviderList {
     /// Providers by name.
-    pub items: Vec<Provider>,
+    pub items: Vec<ProviderEntry>,
     /// Pass as `cursor` for the next page; null on the last page.
     pub next: Option<String>,
 }

@@ -20,7 +20,7 @@ use crate::core::job::{
     Objective, Optimizer, Precision, Sharding, StateBytes, Work,
 };
 use crate::core::select::select;
-use crate::fleet::decision::PoolDecision;
+use crate::fleet::pool_decision::PoolDecision;
 use crate::timefmt::now_ms;
 
 /// `nodes`: an exact count or a `{min, max}` range, 1 to 1024.
@@ -435,9 +435,10 @@ pub async fn decide(
             }))
         }
         (None, Some(pool)) => {
-            let answer = crate::fleet::decision::decide(&state.store, &catalog, &pool, now_ms())
-                .await?
-                .ok_or_else(|| ApiError::not_found("pool", format!("no pool `{pool}`")))?;
+            let answer =
+                crate::fleet::pool_decision::decide(&state.store, &catalog, &pool, now_ms())
+                    .await?
+                    .ok_or_else(|| ApiError::not_found("pool", format!("no pool `{pool}`")))?;
             state.metrics.decision("pool", &pool, answer.changed);
             if answer.changed {
                 state.mark_dirty(&pool);

@@ -37,7 +37,7 @@ pub async fn keda_pool(
     ApiPath(pool): ApiPath<String>,
 ) -> Result<Json<KedaPool>, ApiError> {
     let catalog = snapshot(&state)?;
-    let answer = crate::fleet::decision::decide(&state.store, &catalog, &pool, now_ms())
+    let answer = crate::fleet::pool_decision::decide(&state.store, &catalog, &pool, now_ms())
         .await?
         .ok_or_else(|| ApiError::not_found("pool", format!("no pool `{pool}`")))?;
     state.metrics.decision("pool", &pool, answer.changed);

@@ -48,7 +48,7 @@ pub const BUNDLED: &[BundledCatalog] = &[
 /// The bundled catalog as an in-memory snapshot with ids in file order, without a database:
 /// for benchmarks and tests of the decision core.
 pub fn bundled_snapshot() -> crate::core::catalog::CatalogSnapshot {
-    use crate::core::catalog::{CatalogSnapshot, Offering, Provider};
+    use crate::core::catalog::{CatalogSnapshot, Offering, ProviderEntry};
     let mut offerings = Vec::new();
     for b in BUNDLED {
         let observed = crate::timefmt::parse_rfc3339_ms(b.observed_at).ok();
@@ -65,7 +65,7 @@ pub fn bundled_snapshot() -> crate::core::catalog::CatalogSnapshot {
     }
     let providers = BUNDLED
         .iter()
-        .map(|b| Provider {
+        .map(|b| ProviderEntry {
             name: b.provider.into(),
             display_name: b.provider.into(),
         })

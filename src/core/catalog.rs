@@ -15,9 +15,12 @@ use super::money::Micros;
 /// pools are priced from every provider's offerings of their instance types.
 pub const STATIC_PROVIDER: &str = "static";
 
+// Named apart from the `provider::Provider` trait (the adapter that drives a cloud's
+// groups); the schema keeps its published name.
 /// A cloud (or marketplace) that sells GPU instances.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct Provider {
+#[schema(as = Provider)]
+pub struct ProviderEntry {
     pub name: String,
     pub display_name: String,
 }
@@ -179,7 +182,7 @@ impl Offering {
 pub struct CatalogSnapshot {
     offerings: Vec<Offering>,
     gpus: Vec<GpuFacts>,
-    providers: Vec<Provider>,
+    providers: Vec<ProviderEntry>,
     /// Positions into `offerings`, all sorted by (list price, id) with unpriced ones last.
     by_list_price: Vec<u32>,
     by_gpu: HashMap<String, Vec<u32>>,
@@ -199,12 +202,16 @@ pub struct CatalogSnapshot {
 }
 
 impl CatalogSnapshot {
-    pub fn new(providers: Vec<Provider>, gpus: Vec<GpuFacts>, offerings: Vec<Offering>) -> Self {
+    pub fn new(
+        providers: Vec<ProviderEntry>,
+        gpus: Vec<GpuFacts>,
+        offerings: Vec<Offering>,
+    ) -> Self {
         Self::with_benchmarks(providers, gpus, offerings, Vec::new())
     }
 
     pub fn with_benchmarks(
-        providers: Vec<Provider>,
+        providers: Vec<ProviderEntry>,
         gpus: Vec<GpuFacts>,
         offerings: Vec<Offering>,
         benchmarks: Vec<Benchmark>,
@@ -286,7 +293,7 @@ impl CatalogSnapshot {
         &self.gpus
     }
 
-    pub fn providers(&self) -> &[Provider] {
+    pub fn providers(&self) -> &[ProviderEntry] {
         &self.providers
     }
 

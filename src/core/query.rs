@@ -107,7 +107,7 @@ impl CatalogSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey, Provider};
+    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey, ProviderEntry};
 
     fn offering(
         id: i64,
@@ -149,7 +149,7 @@ mod tests {
     fn snapshot() -> CatalogSnapshot {
         let providers = ["aws", "gcp"]
             .iter()
-            .map(|p| Provider {
+            .map(|p| ProviderEntry {
                 name: p.to_string(),
                 display_name: p.to_string(),
             })

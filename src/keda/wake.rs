@@ -19,7 +19,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::app::AppState;
-use crate::fleet::decision::PoolDecision;
+use crate::fleet::pool_decision::PoolDecision;
 use crate::timefmt::now_ms;
 
 /// A timer that fires sooner than this would only repeat the same decision: the core's next

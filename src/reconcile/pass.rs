@@ -14,7 +14,7 @@ use crate::core::capacity::{Capacity, GroupRef, WorkerState};
 use crate::core::catalog::CatalogSnapshot;
 use crate::core::policy::Actuation;
 use crate::core::reconcile::{Matching, PlanInput, Step, plan};
-use crate::fleet::decision::decide;
+use crate::fleet::pool_decision::decide;
 use crate::provider::{GCP, Provider, ProviderError, STATIC};
 use crate::store::{CloudNotice, NewEvent, NewWorker, PoolRow, Store, StoreError};
 

@@ -4,7 +4,7 @@
 use super::PricePoint;
 use super::backend::decode_error;
 use crate::core::benchmark::Benchmark;
-use crate::core::catalog::{GpuFacts, InstanceSpec, Market, Offering, OfferingKey, Provider};
+use crate::core::catalog::{GpuFacts, InstanceSpec, Market, Offering, OfferingKey, ProviderEntry};
 use crate::core::money::Micros;
 
 /// The nine spec columns of `offerings`, in the order [`spec_args`](super::catalog_sql) binds
@@ -81,7 +81,7 @@ pub(super) struct ProviderRecord {
     display_name: String,
 }
 
-impl From<ProviderRecord> for Provider {
+impl From<ProviderRecord> for ProviderEntry {
     fn from(r: ProviderRecord) -> Self {
         Self {
             name: r.name,

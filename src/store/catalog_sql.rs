@@ -14,7 +14,7 @@ use super::{
     StoreResult, idempotency,
 };
 use crate::core::benchmark::Benchmark;
-use crate::core::catalog::{GpuFacts, InstanceSpec, Provider};
+use crate::core::catalog::{GpuFacts, InstanceSpec, ProviderEntry};
 
 /// Offerings with their latest on-demand and spot price. The unique key on
 /// (offering_id, market, observed_at_ms) makes "the row at the latest time" exactly one row.
@@ -81,14 +81,14 @@ async fn catalog_version_in<B: Backend>(conn: &mut Conn<B>) -> StoreResult<i64> 
     Ok(version)
 }
 
-pub(super) async fn providers<B: Backend>(db: &B) -> StoreResult<Vec<Provider>> {
+pub(super) async fn providers<B: Backend>(db: &B) -> StoreResult<Vec<ProviderEntry>> {
     providers_in::<B>(&mut *db.conn().await?).await
 }
 
-async fn providers_in<B: Backend>(conn: &mut Conn<B>) -> StoreResult<Vec<Provider>> {
+async fn providers_in<B: Backend>(conn: &mut Conn<B>) -> StoreResult<Vec<ProviderEntry>> {
     let stmt = Stmt::new("SELECT name, display_name FROM providers ORDER BY name");
     let rows: Vec<ProviderRecord> = B::fetch_all(conn, stmt).await?;
-    Ok(rows.into_iter().map(Provider::from).collect())
+    Ok(rows.into_iter().map(ProviderEntry::from).collect())
 }
 
 pub(super) async fn upsert_gpus<B: Backend>(db: &B, gpus: &[GpuFacts]) -> StoreResult<u64> {

@@ -23,7 +23,7 @@ mod stmt;
 
 use crate::catalog::ImportedOffering;
 use crate::core::benchmark::Benchmark;
-use crate::core::catalog::{GpuFacts, Market, Offering, OfferingKey, Provider};
+use crate::core::catalog::{GpuFacts, Market, Offering, OfferingKey, ProviderEntry};
 use crate::core::money::Micros;
 use crate::core::policy::Policy;
 use crate::core::scale::Worker;
@@ -138,7 +138,7 @@ pub struct HistoryFilter {
 pub struct CatalogRows {
     /// The catalog version these rows were read at.
     pub version: i64,
-    pub providers: Vec<Provider>,
+    pub providers: Vec<ProviderEntry>,
     pub gpus: Vec<GpuFacts>,
     pub offerings: Vec<Offering>,
     pub benchmarks: Vec<Benchmark>,
@@ -220,7 +220,7 @@ impl Store {
         dispatch!(self, s => catalog_sql::ping(s).await)
     }
 
-    pub async fn providers(&self) -> StoreResult<Vec<Provider>> {
+    pub async fn providers(&self) -> StoreResult<Vec<ProviderEntry>> {
         dispatch!(self, s => catalog_sql::providers(s).await)
     }
 

@@ -138,7 +138,7 @@ struct CapacityGap {
     until: i64,
 }
 
-struct RateSource {
+struct InterruptionDraws {
     instance_type: Option<String>,
     rate_per_hour: f64,
     rng: Pcg64,
@@ -159,7 +159,7 @@ struct Sim<'a> {
     seq: u64,
     next_num: u64,
     gaps: Vec<CapacityGap>,
-    rates: Vec<RateSource>,
+    rates: Vec<InterruptionDraws>,
     incidents: Vec<Incident>,
     state: PoolState,
     /// Since when nothing has run or waited; `None` while something does.
@@ -410,7 +410,7 @@ impl Sim<'_> {
                         i
                     }
                     None => {
-                        self.rates.push(RateSource {
+                        self.rates.push(InterruptionDraws {
                             instance_type: instance_type.clone(),
                             rate_per_hour: *rate_per_hour,
                             rng: Pcg64::seed_from_u64(*seed),
