@@ -674,6 +674,87 @@ async fn terminating_without_decrement_recreates_the_instances() {
         .expect("terminate");
 }
 
+#[tokio::test]
+async fn deletes_name_instances_as_references_in_calls_of_at_most_a_thousand() {
+    let g = Google::start().await;
+    g.mount_token(3599, 1).await;
+    let n = 1001;
+    let names: Vec<String> = (0..n).map(|i| format!("trainers-{i:04}")).collect();
+    let managed: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            json!({
+                "instance": format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances/{name}"),
+                "name": name,
+                "currentAction": "NONE",
+                "instanceStatus": "RUNNING",
+            })
+        })
+        .collect();
+    let mut igm = json_fixture("igm_standard");
+    igm["targetSize"] = json!(n);
+    g.mount(
+        call("GET", compute(STANDARD), &[]),
+        ResponseTemplate::new(200).set_body_json(igm),
+        1,
+    )
+    .await;
+    g.mount(
+        call(
+            "POST",
+            compute(&format!("{STANDARD}/listManagedInstances")),
+            &[("maxResults", "500")],
+        ),
+        ResponseTemplate::new(200).set_body_json(json!({"managedInstances": managed})),
+        1,
+    )
+    .await;
+    g.mount_templates().await;
+    let group = GroupRef {
+        spot_group: None,
+        ..group_ref()
+    };
+    let p = g.provider();
+    assert_eq!(p.describe(&group).await.unwrap().workers.len(), n);
+    let reference = |name: &String| format!("zones/{ZONE}/instances/{name}");
+    for chunk in [&names[..1000], &names[1000..]] {
+        g.mount(
+            call("POST", compute(&format!("{STANDARD}/deleteInstances")), &[])
+                .with_request_id()
+                .with_body(json!({
+                    "instances": chunk.iter().map(reference).collect::<Vec<_>>(),
+                    "skipInstancesOnValidationError": true
+                })),
+            answer(200, "op_resize_done"),
+            1,
+        )
+        .await;
+    }
+    // Workers named by their name, their reference or their full URL are the same instances.
+    let ids: Vec<String> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| match i % 3 {
+            0 => name.clone(),
+            1 => reference(name),
+            _ => format!(
+                "https://www.googleapis.com/compute/v1/projects/{PROJECT}/{}",
+                reference(name)
+            ),
+        })
+        .collect();
+    p.terminate(&group, &ids, true).await.expect("terminate");
+    let deletes = g
+        .server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path().ends_with("/deleteInstances"))
+        .count();
+    assert_eq!(deletes, 2, "1000 instances, then the last one");
+}
+
 // ---- errors ---------------------------------------------------------------------------------
 
 #[tokio::test]

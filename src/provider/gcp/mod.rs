@@ -438,7 +438,10 @@ impl Provider for GcpProvider {
             return Ok(());
         }
         let migs = migs(group)?;
-        let find = |name: &str| -> Option<(usize, String)> {
+        // A worker id is the managed instance's name, but a caller may hold its URL or its
+        // `zones/Z/instances/NAME` reference: both end in the name.
+        let find = |id: &str| -> Option<(usize, String)> {
+            let name = compute::instance_name(id);
             let seen = lock(&self.seen);
             migs.iter().enumerate().find_map(|(i, (mig, _))| {
                 seen.get(&mig.to_string())?
