@@ -755,6 +755,58 @@ async fn deletes_name_instances_as_references_in_calls_of_at_most_a_thousand() {
     assert_eq!(deletes, 2, "1000 instances, then the last one");
 }
 
+#[tokio::test]
+async fn after_a_failed_resize_the_group_is_read_again() {
+    let g = Google::start().await;
+    g.mount_token(3599, 1).await;
+    // Read by `describe`, and once more after the failure; never from a stale cache.
+    g.mount_group_times(STANDARD, "igm_standard", "managed_standard", 2)
+        .await;
+    g.mount_templates().await;
+    let group = GroupRef {
+        spot_group: None,
+        ..group_ref()
+    };
+    let p = g.provider();
+    let current = p.describe(&group).await.unwrap();
+    Mock::given(
+        call(
+            "POST",
+            compute(&format!("{STANDARD}/resize")),
+            &[("size", "3")],
+        )
+        .with_request_id(),
+    )
+    .respond_with(answer(403, "error_quota"))
+    .up_to_n_times(1)
+    .expect(1)
+    .with_priority(1)
+    .mount(&g.server)
+    .await;
+    g.mount(
+        call(
+            "POST",
+            compute(&format!("{STANDARD}/resize")),
+            &[("size", "3")],
+        )
+        .with_request_id(),
+        answer(200, "op_resize_done"),
+        1,
+    )
+    .await;
+    let err = p
+        .set_capacity(&group, &current, &spec(3, 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InsufficientCapacity { .. }),
+        "{err:?}"
+    );
+    p.set_capacity(&group, &current, &spec(3, 0))
+        .await
+        .expect("the second try reads the group and resizes");
+}
+
 // ---- errors ---------------------------------------------------------------------------------
 
 #[tokio::test]

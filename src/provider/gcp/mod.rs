@@ -418,7 +418,12 @@ impl Provider for GcpProvider {
         // Grow before shrinking, so a move between markets never dips below the target.
         changes.sort_by_key(|(_, _, have, want)| want < have);
         for (mig, seen, have, want) in &changes {
-            self.set_size(mig, seen, *have, *want).await?;
+            if let Err(e) = self.set_size(mig, seen, *have, *want).await {
+                // Not known how far the group got: the next call reads it again rather than
+                // trusting a size and members that may no longer hold.
+                lock(&self.seen).remove(&mig.to_string());
+                return Err(e);
+            }
             if let Some(s) = lock(&self.seen).get_mut(&mig.to_string()) {
                 s.target_size = *want;
             }
