@@ -1180,6 +1180,11 @@ async fn a_key_file_that_is_not_a_service_account_key_stops_the_adapter_with_the
 // ---- prices ---------------------------------------------------------------------------------
 
 pub async fn mount_skus(g: &Google) {
+    mount_skus_times(g, 1).await;
+}
+
+/// Both SKU pages, each expected `times` times.
+pub async fn mount_skus_times(g: &Google, times: u64) {
     let skus = "services/6F81-5844-456A/skus";
     g.mount(
         call(
@@ -1188,7 +1193,7 @@ pub async fn mount_skus(g: &Google) {
             &[("currencyCode", "USD"), ("pageSize", "5000")],
         ),
         answer(200, "skus_page1"),
-        1,
+        times,
     )
     .await;
     g.mount(
@@ -1202,7 +1207,7 @@ pub async fn mount_skus(g: &Google) {
             ],
         ),
         answer(200, "skus_page2"),
-        1,
+        times,
     )
     .await;
 }
