@@ -126,7 +126,9 @@ fn check_sample(
         pool: s.pool,
         worker: s.worker.unwrap_or_default(),
         name: name?,
-        value: s.value,
+        // `-0` is a valid zero, but PostgreSQL keeps its sign and it would come back as
+        // `-0.0` on the fleet page and in JSON; store it as zero.
+        value: s.value + 0.0,
         at_ms: at.ok()?,
     })
 }
@@ -263,7 +265,7 @@ pub async fn post_prometheus(
             pool: s.pool,
             worker: s.worker.unwrap_or_default(),
             name: s.name,
-            value: s.value,
+            value: s.value + 0.0,
             at_ms: s.at_ms,
         })
         .collect();

@@ -475,6 +475,40 @@ mod tests {
     }
 
     #[test]
+    fn sizes_that_differ_by_node_count_compare_per_gpu_against_the_smallest() {
+        // One V100 on a p3.2xlarge, then p3.16xlarge nodes: 1 (8 GPUs), 2 (16) and 4 (32)
+        // at 2600, 4800 and 8960 samples/s, per GPU 325, 300 and 280 against 400.
+        let catalog = p3_catalog(vec![
+            sized("p3.2xlarge", 1, 1, Some(400.0), None),
+            sized("p3.16xlarge", 8, 1, Some(2600.0), None),
+            sized("p3.16xlarge", 8, 2, Some(4800.0), None),
+            sized("p3.16xlarge", 8, 4, Some(8960.0), None),
+        ]);
+        let summary = summarise(&catalog, "resnet", 0.8);
+        let big = summary
+            .iter()
+            .find(|t| t.instance_type == "p3.16xlarge")
+            .unwrap();
+        let sizes: Vec<(u32, f64, bool)> = big
+            .sizes
+            .iter()
+            .map(|s| (s.nodes, s.scaling_efficiency, s.communication_bound))
+            .collect();
+        assert_eq!(
+            sizes,
+            vec![(1, 0.8125, false), (2, 0.75, true), (4, 0.7, true)]
+        );
+        assert!(
+            big.sizes
+                .iter()
+                .all(|s| s.baseline.instance_type == "p3.2xlarge")
+        );
+        // Throughput per dollar pays for every node: 4800 / (2 × $24.48).
+        let two = &big.sizes[1];
+        assert!((two.per_dollar_on_demand.unwrap() - 4800.0 / 48.96).abs() < 1e-9);
+    }
+
+    #[test]
     fn step_times_compare_against_the_smallest_gpu_count_too() {
         // A fixed batch per GPU: 0.5 s on one V100, 0.6 s on four, 0.8 s on eight.
         let catalog = p3_catalog(vec![

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::capacity::{Capacity, CapacitySpec, Distribution, Target, WorkerState};
+use super::capacity::{Capacity, CapacitySpec, CloudWorker, Distribution, Target, WorkerState};
 use super::policy::Policy;
 use super::scale::{Action, WarningKind, Worker, WorkersDecision};
 
@@ -109,7 +109,12 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<Step> {
         });
     }
 
-    let spec = spec_for(input.policy, input.decision, &kept_doomed);
+    let mut spec = spec_for(input.policy, input.decision, &kept_doomed);
+    let surplus = if input.matching == Matching::PerMarket {
+        market_surplus(input, &mut spec, &terminated)
+    } else {
+        Vec::new()
+    };
     let desired_after_terminations = cap
         .desired
         .saturating_sub(u32::try_from(terminated.len()).unwrap_or(u32::MAX));
@@ -136,7 +141,90 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<Step> {
     if differs {
         steps.push(Step::SetCapacity { spec });
     }
+    if !surplus.is_empty() {
+        steps.push(Step::Terminate {
+            workers: surplus,
+            why: "scale_down",
+        });
+    }
     steps
+}
+
+/// One group per market shrinks by deleting chosen instances, not by a resize that lets the
+/// cloud choose: for each market holding more live workers than its targets, the surplus,
+/// idle ones first (as the decision's own scale-down picks). They stay in `spec`'s targets,
+/// so the set-capacity step grows the other market first and the pool never dips below the
+/// target; the termination that follows removes them and lowers their group by as many.
+fn market_surplus(
+    input: &PlanInput<'_>,
+    spec: &mut CapacitySpec,
+    terminated: &[String],
+) -> Vec<String> {
+    use super::catalog::Market;
+    let mut out = Vec::new();
+    for market in [Market::OnDemand, Market::Spot] {
+        let want: usize = spec
+            .targets
+            .iter()
+            .filter(|t| t.market == market)
+            .map(|t| t.count as usize)
+            .sum();
+        let live: Vec<&CloudWorker> = input
+            .capacity
+            .workers
+            .iter()
+            .filter(|w| {
+                w.state != WorkerState::Terminating
+                    && w.market == market
+                    && !terminated.contains(&w.id)
+            })
+            .collect();
+        let Some(excess) = live.len().checked_sub(want).filter(|n| *n > 0) else {
+            continue;
+        };
+        let stored = |id: &str| input.workers.iter().find(|w| w.id == id);
+        // Interrupted workers saving their state are counted in the targets already.
+        let mut candidates: Vec<&CloudWorker> = live
+            .into_iter()
+            .filter(|w| !stored(&w.id).is_some_and(is_doomed))
+            .collect();
+        let util = |w: &CloudWorker| {
+            stored(&w.id).map_or(0.0, |s| {
+                if super::idle::idle_by_memory(input.policy, s.gpu_memory_gib) {
+                    0.0
+                } else {
+                    s.utilization.unwrap_or(0.0)
+                }
+            })
+        };
+        let idle = |w: &CloudWorker| {
+            w.state != WorkerState::Running || util(w) < input.policy.idle_utilization_threshold
+        };
+        candidates.sort_by(|a, b| {
+            idle(b)
+                .cmp(&idle(a))
+                .then((b.state != WorkerState::Running).cmp(&(a.state != WorkerState::Running)))
+                .then(util(a).total_cmp(&util(b)))
+                .then(b.launched_at_ms.cmp(&a.launched_at_ms))
+                .then(a.id.cmp(&b.id))
+        });
+        let chosen: Vec<&CloudWorker> = candidates.into_iter().take(excess).collect();
+        for w in &chosen {
+            match spec.targets.iter_mut().find(|t| t.market == market) {
+                Some(t) => t.count += 1,
+                None => spec.targets.push(Target {
+                    instance_type: w.instance_type.clone(),
+                    market,
+                    count: 1,
+                    zones: vec![],
+                }),
+            }
+            spec.desired = spec.desired.saturating_add(1);
+        }
+        out.extend(chosen.iter().map(|w| w.id.clone()));
+    }
+    spec.max = spec.max.max(spec.desired);
+    out
 }
 
 /// Whether the live workers (after `terminated` go) differ from the targets per type and
@@ -526,16 +614,62 @@ mod tests {
 
     #[test]
     fn per_market_groups_are_set_when_the_split_moves_at_the_same_total() {
-        // Spot fell back to on-demand: three on-demand wanted, one held.
+        // Spot fell back to on-demand: three on-demand wanted, one held. The on-demand group
+        // grows first while the spot workers stay, then they are deleted.
         let steps = run_per_market(&split(3, 0), &per_market(&["a"], &["b", "c"]));
-        let [Step::SetCapacity { spec }] = steps.as_slice() else {
+        let [Step::SetCapacity { spec }, Step::Terminate { workers, why }] = steps.as_slice()
+        else {
             panic!("{steps:?}")
         };
-        assert_eq!(spec.desired, 3);
-        assert_eq!(spec.targets.len(), 1);
+        assert_eq!(spec.desired, 5);
+        let counts: Vec<(Market, u32)> = spec.targets.iter().map(|t| (t.market, t.count)).collect();
+        assert_eq!(counts, [(Market::OnDemand, 3), (Market::Spot, 2)]);
+        assert_eq!((workers.len(), *why), (2, "scale_down"));
+    }
+
+    #[test]
+    fn a_shrinking_market_loses_its_idle_workers_first() {
+        // Two spot workers, one busy, one idle; the decision moves one of them to on-demand.
+        let cap = per_market(&[], &["busy", "idle"]);
+        let stored = |id: &str, utilization: f64| Worker {
+            id: id.into(),
+            instance_type: "g4dn.12xlarge".into(),
+            market: Market::Spot,
+            zone: None,
+            started_at_ms: NOW - 3_600_000,
+            stopped_at_ms: None,
+            warning: None,
+            utilization: Some(utilization),
+            gpu_memory_gib: None,
+        };
+        // Same age: by name alone the busy one would go first.
+        let workers = [stored("busy", 0.9), stored("idle", 0.02)];
+        let steps = plan(&PlanInput {
+            policy: &test_policy(),
+            decision: &split(1, 1),
+            capacity: &cap,
+            workers: &workers,
+            checkpoints: &[],
+            now_ms: NOW,
+            matching: Matching::PerMarket,
+        });
+        let [
+            Step::SetCapacity { spec },
+            Step::Terminate { workers: gone, .. },
+        ] = steps.as_slice()
+        else {
+            panic!("{steps:?}")
+        };
+        assert_eq!(gone, &["idle".to_string()]);
         assert_eq!(
-            (spec.targets[0].market, spec.targets[0].count),
-            (Market::OnDemand, 3)
+            spec.desired, 3,
+            "the idle one stays until on-demand has grown"
+        );
+        // The distribution rule leaves the choice to the group.
+        assert!(
+            !run(&split(1, 1), &cap, &workers, &[])
+                .iter()
+                .any(|s| matches!(s, Step::Terminate { .. })),
         );
     }
 

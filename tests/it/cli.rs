@@ -241,3 +241,71 @@ async fn catalog_refresh_imports_a_region_from_the_cloud() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("AWS_ACCESS_KEY_ID"), "{stderr}");
 }
+
+/// `catalog refresh --provider gcp` gets a token from the metadata server, reads both pages of
+/// the Billing catalog (wiremock answering the documented request with documented pages) and
+/// prices the type for the region; a second run adds no offering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_refresh_prices_a_gcp_region_from_the_billing_catalog() {
+    use std::sync::Arc;
+    use wiremock::matchers::{header, method, path};
+    use wiremock::{Mock, ResponseTemplate};
+
+    let g = crate::gcp_mock::Google::start().await;
+    Mock::given(method("GET"))
+        .and(path(
+            "/computeMetadata/v1/instance/service-accounts/default/token",
+        ))
+        .and(header("Metadata-Flavor", "Google"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "access_token": crate::gcp_mock::TOKEN, "expires_in": 3599, "token_type": "Bearer"
+        })))
+        .expect(2)
+        .mount(&g.server)
+        .await;
+    crate::gcp_mock::mount_skus_times(&g, 2).await;
+    let db = Arc::new(TestDb::new(Backend::Sqlite).await);
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+            .args([
+                "catalog",
+                "refresh",
+                "--provider",
+                "gcp",
+                "--region",
+                "us-central1",
+                "--instance-type",
+                "n1-highmem-4+T4x1",
+            ])
+            .env("DATABASE_URL", &db.url)
+            .env("TRAINSCALER_LOG", "warn")
+            .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+            .env("GCE_METADATA_HOST", g.server.address().to_string())
+            .env("TRAINSCALER_GCP_BILLING_ENDPOINT", g.server.uri())
+            .env("TRAINSCALER_GCP_COMPUTE_ENDPOINT", g.server.uri())
+            .output()
+            .expect("run trainscaler")
+    };
+    let first = report(&run());
+    assert_eq!(first["offerings_added"], 1, "{first}");
+    // On-demand and spot.
+    assert_eq!(first["prices_appended"], 2, "{first}");
+    let again = report(&run());
+    assert_eq!(again["offerings_added"], 0, "{again}");
+
+    let app =
+        crate::common::TestApp::spawn_with(db.clone(), crate::common::serve_config(false)).await;
+    let o = app.get_json("/v1/offerings/gcp/n1-highmem-4+T4x1").await;
+    let central: Vec<&serde_json::Value> = o["locations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["region"] == "us-central1")
+        .collect();
+    // No bundled catalog in this database: the region alone, at the Billing catalog's prices.
+    assert_eq!(central.len(), 1, "{o:#}");
+    for l in central {
+        assert_eq!(l["on_demand_price"], serde_json::json!(0.586606), "{l}");
+        assert_eq!(l["spot_price"], serde_json::json!(0.195902), "{l}");
+    }
+}

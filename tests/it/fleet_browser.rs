@@ -36,6 +36,11 @@ fn chromium() -> PathBuf {
 
 /// The DOM Chromium built from `url`, serialised after the page loaded.
 async fn dump_dom(url: &str) -> String {
+    dump_dom_with(url, &[]).await
+}
+
+/// [`dump_dom`] with more command-line switches.
+pub async fn dump_dom_with(url: &str, extra: &[String]) -> String {
     let profile = tempfile::tempdir().expect("a fresh profile folder");
     let child = Command::new(chromium())
         .args([
@@ -49,6 +54,7 @@ async fn dump_dom(url: &str) -> String {
             "--virtual-time-budget=2000",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
         .arg("--dump-dom")
         .arg(url)
         .stdout(Stdio::piped())

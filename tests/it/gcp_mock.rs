@@ -674,6 +674,139 @@ async fn terminating_without_decrement_recreates_the_instances() {
         .expect("terminate");
 }
 
+#[tokio::test]
+async fn deletes_name_instances_as_references_in_calls_of_at_most_a_thousand() {
+    let g = Google::start().await;
+    g.mount_token(3599, 1).await;
+    let n = 1001;
+    let names: Vec<String> = (0..n).map(|i| format!("trainers-{i:04}")).collect();
+    let managed: Vec<Value> = names
+        .iter()
+        .map(|name| {
+            json!({
+                "instance": format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances/{name}"),
+                "name": name,
+                "currentAction": "NONE",
+                "instanceStatus": "RUNNING",
+            })
+        })
+        .collect();
+    let mut igm = json_fixture("igm_standard");
+    igm["targetSize"] = json!(n);
+    g.mount(
+        call("GET", compute(STANDARD), &[]),
+        ResponseTemplate::new(200).set_body_json(igm),
+        1,
+    )
+    .await;
+    g.mount(
+        call(
+            "POST",
+            compute(&format!("{STANDARD}/listManagedInstances")),
+            &[("maxResults", "500")],
+        ),
+        ResponseTemplate::new(200).set_body_json(json!({"managedInstances": managed})),
+        1,
+    )
+    .await;
+    g.mount_templates().await;
+    let group = GroupRef {
+        spot_group: None,
+        ..group_ref()
+    };
+    let p = g.provider();
+    assert_eq!(p.describe(&group).await.unwrap().workers.len(), n);
+    let reference = |name: &String| format!("zones/{ZONE}/instances/{name}");
+    for chunk in [&names[..1000], &names[1000..]] {
+        g.mount(
+            call("POST", compute(&format!("{STANDARD}/deleteInstances")), &[])
+                .with_request_id()
+                .with_body(json!({
+                    "instances": chunk.iter().map(reference).collect::<Vec<_>>(),
+                    "skipInstancesOnValidationError": true
+                })),
+            answer(200, "op_resize_done"),
+            1,
+        )
+        .await;
+    }
+    // Workers named by their name, their reference or their full URL are the same instances.
+    let ids: Vec<String> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| match i % 3 {
+            0 => name.clone(),
+            1 => reference(name),
+            _ => format!(
+                "https://www.googleapis.com/compute/v1/projects/{PROJECT}/{}",
+                reference(name)
+            ),
+        })
+        .collect();
+    p.terminate(&group, &ids, true).await.expect("terminate");
+    let deletes = g
+        .server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.url.path().ends_with("/deleteInstances"))
+        .count();
+    assert_eq!(deletes, 2, "1000 instances, then the last one");
+}
+
+#[tokio::test]
+async fn after_a_failed_resize_the_group_is_read_again() {
+    let g = Google::start().await;
+    g.mount_token(3599, 1).await;
+    // Read by `describe`, and once more after the failure; never from a stale cache.
+    g.mount_group_times(STANDARD, "igm_standard", "managed_standard", 2)
+        .await;
+    g.mount_templates().await;
+    let group = GroupRef {
+        spot_group: None,
+        ..group_ref()
+    };
+    let p = g.provider();
+    let current = p.describe(&group).await.unwrap();
+    Mock::given(
+        call(
+            "POST",
+            compute(&format!("{STANDARD}/resize")),
+            &[("size", "3")],
+        )
+        .with_request_id(),
+    )
+    .respond_with(answer(403, "error_quota"))
+    .up_to_n_times(1)
+    .expect(1)
+    .with_priority(1)
+    .mount(&g.server)
+    .await;
+    g.mount(
+        call(
+            "POST",
+            compute(&format!("{STANDARD}/resize")),
+            &[("size", "3")],
+        )
+        .with_request_id(),
+        answer(200, "op_resize_done"),
+        1,
+    )
+    .await;
+    let err = p
+        .set_capacity(&group, &current, &spec(3, 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::InsufficientCapacity { .. }),
+        "{err:?}"
+    );
+    p.set_capacity(&group, &current, &spec(3, 0))
+        .await
+        .expect("the second try reads the group and resizes");
+}
+
 // ---- errors ---------------------------------------------------------------------------------
 
 #[tokio::test]
@@ -1047,6 +1180,11 @@ async fn a_key_file_that_is_not_a_service_account_key_stops_the_adapter_with_the
 // ---- prices ---------------------------------------------------------------------------------
 
 pub async fn mount_skus(g: &Google) {
+    mount_skus_times(g, 1).await;
+}
+
+/// Both SKU pages, each expected `times` times.
+pub async fn mount_skus_times(g: &Google, times: u64) {
     let skus = "services/6F81-5844-456A/skus";
     g.mount(
         call(
@@ -1055,7 +1193,7 @@ pub async fn mount_skus(g: &Google) {
             &[("currencyCode", "USD"), ("pageSize", "5000")],
         ),
         answer(200, "skus_page1"),
-        1,
+        times,
     )
     .await;
     g.mount(
@@ -1069,7 +1207,7 @@ pub async fn mount_skus(g: &Google) {
             ],
         ),
         answer(200, "skus_page2"),
-        1,
+        times,
     )
     .await;
 }

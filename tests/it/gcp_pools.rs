@@ -18,8 +18,8 @@ use crate::gcp_mock::{SPOT, STANDARD, fixture};
 use crate::http_pools::{create_pool, decide, put, rfc3339_ago, samples};
 use crate::on_both_backends;
 
-const AUDIENCE: &str = "https://trainscaler.example.com/v1/webhooks/events";
-const PUSHER: &str = "pubsub-push@trainscaler-test.iam.gserviceaccount.com";
+pub const AUDIENCE: &str = "https://trainscaler.example.com/v1/webhooks/events";
+pub const PUSHER: &str = "pubsub-push@trainscaler-test.iam.gserviceaccount.com";
 const GOOGLE_KID: &str = "6f7254101f56e41cf35c9926de84a2d552b4c6f1";
 
 fn gcp_policy() -> Value {
@@ -91,7 +91,7 @@ async fn gcp_policies_name_their_migs_and_a_spot_mig_exactly_when_spot_is_allowe
 }
 
 /// A token Google would send for the push subscription, signed with `key`.
-fn push_token(key: &str, claims: Value) -> String {
+pub fn push_token(key: &str, claims: Value) -> String {
     let pem = fixture(key);
     let der = PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes()).unwrap();
     let pair = RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()).unwrap();
@@ -109,7 +109,7 @@ fn push_token(key: &str, claims: Value) -> String {
     format!("{signed}.{}", URL_SAFE_NO_PAD.encode(sig))
 }
 
-fn claims() -> Value {
+pub fn claims() -> Value {
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     json!({
         "aud": AUDIENCE,
@@ -124,7 +124,7 @@ fn claims() -> Value {
 }
 
 /// The preemption audit log entry of `instance`, in a Pub/Sub push envelope.
-fn preemption(instance: &str, operation: &str) -> Value {
+pub fn preemption(instance: &str, operation: &str) -> Value {
     let entry = json!({
         "protoPayload": {
             "@type": "type.googleapis.com/google.cloud.audit.AuditLog",
@@ -155,7 +155,7 @@ fn preemption(instance: &str, operation: &str) -> Value {
     })
 }
 
-async fn push(app: &TestApp, token: &str, body: &Value) -> reqwest::Response {
+pub async fn push(app: &TestApp, token: &str, body: &Value) -> reqwest::Response {
     reqwest::Client::new()
         .post(app.url("/v1/webhooks/events"))
         .bearer_auth(token)

@@ -325,6 +325,37 @@ async fn gcp_b200_is_priced_as_skypilot_prices_it(backend: Backend) {
     assert_eq!(items[0]["on_demand_price"], 64.44, "cheapest first");
 }
 
+/// Issue 16's spot rule over HTTP: the work an interruption loses is capped by the run's own
+/// length. Eight B200s run the ResNet job in about 18 minutes; a checkpoint every hour or
+/// every 100 hours is never reached, so both lose half the run per interruption and get the
+/// same spot estimate. A 5-minute interval is reached and loses less.
+async fn spot_loss_per_interruption_is_capped_by_the_run(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let spot = |checkpoint_min: f64| {
+        resnet(
+            json!({"gpus": ["B200"], "providers": ["aws"], "spot_allowed": true,
+                      "checkpoint_interval_min": checkpoint_min}),
+        )
+    };
+    let pick = |d: &Value| -> Value {
+        d["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["instance_type"] == "p6-b200.48xlarge" && c["market"] == "spot")
+            .unwrap_or_else(|| panic!("no spot B200 candidate: {d:#}"))
+            .clone()
+    };
+    let hourly = pick(&decide(&app, spot(60.0)).await);
+    let rarely = pick(&decide(&app, spot(6000.0)).await);
+    let often = pick(&decide(&app, spot(5.0)).await);
+    let hours = |c: &Value| c["est_hours"].as_f64().unwrap();
+    assert!(hours(&hourly) < 1.0, "a short run: {hourly:#}");
+    assert_eq!(hours(&hourly), hours(&rarely), "{hourly:#}\n{rarely:#}");
+    assert_eq!(hourly["est_cost"], rarely["est_cost"]);
+    assert!(hours(&often) < hours(&hourly), "{often:#}\n{hourly:#}");
+}
+
 on_both_backends!(
     a_25m_parameter_job_runs_on_one_small_gpu_with_start_up_and_billing,
     a_job_may_state_its_utilisation_and_start_up,
@@ -334,4 +365,5 @@ on_both_backends!(
     bf16_where_there_is_none_suggests_fp16_and_memory_names_allowed_gpus,
     reasons_and_numbers_read_as_words,
     gcp_b200_is_priced_as_skypilot_prices_it,
+    spot_loss_per_interruption_is_capped_by_the_run,
 );

@@ -33,6 +33,7 @@ mod metric_names;
 mod metrics_format;
 mod moto;
 mod mutation;
+mod negative_zero;
 mod openapi_drift;
 mod pg_faults;
 mod pg_proxy;

@@ -354,4 +354,130 @@ async fn gcp_pool_follows_the_queue_to_three_across_both_migs_and_back_to_zero(b
     reconciler.stop().await;
 }
 
-on_both_backends!(gcp_pool_follows_the_queue_to_three_across_both_migs_and_back_to_zero);
+/// A Pub/Sub push of `compute.instances.preempted` for a Spot instance of a pool bound to
+/// its MIGs: the replacement launches (on-demand: the preempted type is out of spot for a
+/// while) while the preempted instance stays counted, and once its job saves a checkpoint
+/// that instance is deleted from its MIG.
+async fn a_preempted_spot_instance_of_a_bound_pool_is_replaced_then_deleted(backend: Backend) {
+    use crate::gcp_pools::{AUDIENCE, PUSHER, claims, preemption, push, push_token};
+
+    let google = Google::start().await;
+    google.mount_token(3599, 1).await;
+    mount_skus(&google).await;
+    Mock::given(wiremock::matchers::path("/oauth2/v3/certs"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("cache-control", "public, max-age=19204")
+                .set_body_string(crate::gcp_mock::fixture("google_certs.jwks.json")),
+        )
+        .mount(&google.server)
+        .await;
+    let compute = Compute::new();
+    Mock::given(path_regex("^/compute/v1/"))
+        .respond_with(compute.clone())
+        .mount(&google.server)
+        .await;
+
+    let mut serve = serve_config(false);
+    serve.reconcile_interval_sec = 1;
+    serve.catalog_refresh_interval_sec = 1;
+    serve.pubsub_audience = Some(AUDIENCE.into());
+    serve.pubsub_service_account = Some(PUSHER.into());
+    serve.pubsub_jwks_url = format!("{}/oauth2/v3/certs", google.server.uri());
+    let app = TestApp::spawn_with(Arc::new(TestDb::new(backend).await), serve).await;
+    let gcp: Arc<dyn Provider> = Arc::new(google.provider());
+    let providers = Providers {
+        static_provider: app::providers_from_env(&app.state, &app.serve)
+            .unwrap()
+            .static_provider,
+        aws: None,
+        alibaba: None,
+        gcp: Some(app::metered(&app.state, gcp)),
+    };
+    let reconciler = app.start_reconciler_with("r1", providers);
+    create_pool(
+        &app,
+        "t4",
+        &json!({
+            "provider": "gcp", "region": "us-central1", "group": STANDARD, "spot_group": SPOT,
+            "instance_types": ["n1-highmem-4+T4x1"], "max_workers": 4,
+            "max_interruption_rate": 1.0, "stabilization_window_sec": 0
+        }),
+    )
+    .await;
+    queue(&app, "t4", 0, 3).await;
+    wait_for(&compute, &app, (1, 2, 3)).await;
+    let launched = wait_for_workers(&app, 3).await;
+    let doomed = launched
+        .iter()
+        .find(|(_, m)| m == "spot")
+        .map(|(id, _)| id.clone())
+        .expect("a spot worker");
+
+    let r = push(
+        &app,
+        &push_token("google_signer.pem", claims()),
+        &preemption(&doomed, "systemevent-1800000000333-7b3c"),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let out: Value = r.json().await.unwrap();
+    assert_eq!(out["recorded"], 1, "{out}");
+
+    // The preempted type is out of spot for a while, so spot falls back to on-demand: the
+    // standard MIG grows by two (the replacement and the other spot worker's), then the
+    // other spot instance is deleted; the preempted one stays counted until its checkpoint.
+    let other = launched
+        .iter()
+        .find(|(id, m)| m == "spot" && *id != doomed)
+        .map(|(id, _)| id.clone())
+        .expect("a second spot worker");
+    wait_for(&compute, &app, (3, 1, 4)).await;
+    assert_eq!(
+        compute.log(),
+        [
+            "resize trainers 1".to_string(),
+            "resize trainers-spot 2".to_string(),
+            "resize trainers 3".to_string(),
+            format!("delete trainers-spot [{other:?}]"),
+        ]
+    );
+    let events = app.get_json("/v1/pools/t4/events?limit=200").await;
+    let replacement = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "replacement")
+        .unwrap_or_else(|| panic!("{events:#}"))
+        .clone();
+    assert_eq!(
+        (
+            replacement["worker"].as_str(),
+            replacement["detail"]["market"].as_str()
+        ),
+        (Some(doomed.as_str()), Some("on_demand")),
+        "{replacement:#}"
+    );
+
+    let r = app
+        .post_json(
+            "/v1/webhooks/events",
+            &json!({"events": [{"kind": "checkpoint_saved", "pool": "t4", "worker": doomed,
+                                "at": crate::http_pools::rfc3339_ago(0)}]}),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+    wait_for(&compute, &app, (3, 0, 3)).await;
+    assert_eq!(
+        compute.log().last().cloned(),
+        Some(format!("delete trainers-spot [{doomed:?}]"))
+    );
+    let kept = wait_for_workers(&app, 3).await;
+    assert!(kept.iter().all(|(_, m)| m == "on_demand"), "{kept:?}");
+    reconciler.stop().await;
+}
+
+on_both_backends!(
+    gcp_pool_follows_the_queue_to_three_across_both_migs_and_back_to_zero,
+    a_preempted_spot_instance_of_a_bound_pool_is_replaced_then_deleted,
+);

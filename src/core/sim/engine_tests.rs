@@ -80,6 +80,23 @@ fn one_job_is_billed_from_launch_until_the_idle_pool_scales_in() {
 }
 
 #[test]
+fn idle_time_starts_when_the_job_ends_not_at_the_last_busy_tick() {
+    // The job runs 00:02-01:02:30, between two decisions. The last busy observation is the
+    // 01:02 tick; the pool turns idle when the job ends, at 01:02:30, so the 10-minute idle
+    // wait ends at 01:12:30 and the 01:13 decision scales in. Counting from the last busy
+    // observation instead would have scaled in at 01:12, a minute less paid.
+    let p = only(&[Market::OnDemand], &["g4dn.12xlarge"]);
+    let mut long = job("a", T, 60, None);
+    if let TraceEvent::Job(spec) = &mut long {
+        spec.duration_ms += MIN / 2;
+    }
+    let r = run(&p, vec![long], 6);
+    assert!(close(r.total_cost, OD * 73.0 / 60.0), "{r:?}");
+    assert_eq!(r.makespan_sec, Some(62.5 * 60.0));
+    assert_eq!((r.scaling_actions, r.launches, r.jobs_finished), (2, 1, 1));
+}
+
+#[test]
 fn an_interruption_loses_the_work_since_the_checkpoint_and_pays_the_restart() {
     // All spot (100 %). The job starts at 00:02 on spot; the notice comes at 00:30 and the
     // decision at 00:30 tells it to checkpoint (28 min of work saved) and, with one

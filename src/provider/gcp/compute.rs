@@ -17,6 +17,8 @@ use crate::provider::{ProviderError, ProviderResult, WorkerState};
 
 /// The documented maximum page size of list calls.
 const PAGE_SIZE: &str = "500";
+/// The most instances one `deleteInstances` or `recreateInstances` call may name.
+pub const MAX_INSTANCES_PER_CALL: usize = 1000;
 const MAX_PAGES: usize = 100;
 
 /// An `InstanceGroupManager`.
@@ -303,9 +305,31 @@ pub async fn resize(
     api.follow(mig, op, &ctx).await
 }
 
+/// The instance name in a worker id or reference: the last segment of
+/// `zones/Z/instances/NAME` or of a full instance URL, else the id itself.
+pub fn instance_name(id: &str) -> &str {
+    match id.trim_end_matches('/').rsplit_once("/instances/") {
+        Some((_, name)) if !name.is_empty() && !name.contains('/') => name,
+        _ => id,
+    }
+}
+
 /// `deleteInstances` (the group's target size drops by as many) or `recreateInstances` (it
-/// does not; the group makes new ones), followed to the end.
+/// does not; the group makes new ones), each followed to the end, in calls of at most
+/// [`MAX_INSTANCES_PER_CALL`] instances. Stops at the first failing call.
 pub async fn remove(
+    api: &Api,
+    mig: &MigPath,
+    references: &[String],
+    decrement: bool,
+) -> ProviderResult<()> {
+    for chunk in references.chunks(MAX_INSTANCES_PER_CALL) {
+        remove_one_call(api, mig, chunk, decrement).await?;
+    }
+    Ok(())
+}
+
+async fn remove_one_call(
     api: &Api,
     mig: &MigPath,
     references: &[String],
@@ -394,6 +418,14 @@ mod tests {
         );
         assert_eq!(m.zone().as_deref(), Some("us-central1-b"));
         assert_eq!(m.reference(), "zones/us-central1-b/instances/t-1");
+        for id in [
+            "t-1",
+            "zones/us-central1-b/instances/t-1",
+            "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-b/instances/t-1",
+        ] {
+            assert_eq!(instance_name(id), "t-1", "{id}");
+        }
+        assert_eq!(instance_name("zones/z/instances/"), "zones/z/instances/");
         assert_eq!(
             api_path("https://www.googleapis.com/compute/v1/projects/p/global/instanceTemplates/t"),
             Some("projects/p/global/instanceTemplates/t")

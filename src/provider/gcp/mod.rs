@@ -418,7 +418,12 @@ impl Provider for GcpProvider {
         // Grow before shrinking, so a move between markets never dips below the target.
         changes.sort_by_key(|(_, _, have, want)| want < have);
         for (mig, seen, have, want) in &changes {
-            self.set_size(mig, seen, *have, *want).await?;
+            if let Err(e) = self.set_size(mig, seen, *have, *want).await {
+                // Not known how far the group got: the next call reads it again rather than
+                // trusting a size and members that may no longer hold.
+                lock(&self.seen).remove(&mig.to_string());
+                return Err(e);
+            }
             if let Some(s) = lock(&self.seen).get_mut(&mig.to_string()) {
                 s.target_size = *want;
             }
@@ -438,7 +443,10 @@ impl Provider for GcpProvider {
             return Ok(());
         }
         let migs = migs(group)?;
-        let find = |name: &str| -> Option<(usize, String)> {
+        // A worker id is the managed instance's name, but a caller may hold its URL or its
+        // `zones/Z/instances/NAME` reference: both end in the name.
+        let find = |id: &str| -> Option<(usize, String)> {
+            let name = compute::instance_name(id);
             let seen = lock(&self.seen);
             migs.iter().enumerate().find_map(|(i, (mig, _))| {
                 seen.get(&mig.to_string())?
