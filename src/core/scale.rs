@@ -6,16 +6,22 @@
 //! before anything changed gives the same answer, and steps are measured from the capacity
 //! that exists, so repeated calls never stack steps on workers that have not arrived.
 
+mod rule;
+mod stages;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::catalog::Market;
-use super::cost::{PriceBook, day_start, hours_left_today, round_cents, spend_today};
+use super::cost::{PriceBook, day_start, round_cents};
 use super::idle::idle_by_memory;
-use super::policy::{BudgetAction, Mode, Policy, secs_to_ms};
+use super::policy::{BudgetAction, Policy, secs_to_ms};
 use super::timestamp::rfc3339;
+pub use rule::Rule;
+use rule::Rules;
+use stages::{Budgeted, Gang, Need, Pool, Step, StepInput};
 
 /// How long to wait before asking again when no rule names an earlier moment.
 pub const DEFAULT_EVALUATION_INTERVAL_MS: i64 = 30_000;
@@ -223,7 +229,8 @@ pub enum Action {
 /// One rule that fired, with the numbers behind it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct Reason {
-    pub rule: &'static str,
+    #[schema(value_type = String)]
+    pub rule: Rule,
     pub detail: String,
     #[schema(value_type = Object)]
     pub values: BTreeMap<&'static str, f64>,
@@ -298,404 +305,119 @@ pub struct Outcome {
     pub events: Vec<DecisionEvent>,
 }
 
-struct Rules {
-    reasons: Vec<Reason>,
-    explain: bool,
-}
-
-impl Rules {
-    /// Records a rule that fired; its words and numbers only when explaining, since
-    /// formatting them costs more than the rule itself.
-    fn fire(
-        &mut self,
-        rule: &'static str,
-        detail: impl FnOnce() -> String,
-        values: &[(&'static str, f64)],
-    ) {
-        let (detail, values) = if self.explain {
-            (detail(), values.iter().copied().collect())
-        } else {
-            (String::new(), BTreeMap::new())
-        };
-        self.reasons.push(Reason {
-            rule,
-            detail,
-            values,
-        });
-    }
-}
-
 /// Evaluates the pool once. Pure: the same input always gives the same outcome.
 pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
     let p = input.policy;
-    // A decision that read the clock before waiting for the pool's lock may run after a later
-    // one: never step behind what the state already recorded.
-    let now = input.now_ms.max(input.state.latest_ms());
-    let mut rules = Rules {
-        reasons: Vec::new(),
-        explain: input.explain,
-    };
-    let live: Vec<&Worker> = input.workers.iter().filter(|w| w.is_live()).collect();
-    let doomed: Vec<&Worker> = live.iter().copied().filter(|w| w.is_doomed()).collect();
-    let current = count(live.len());
-    let capacity = current - count(doomed.len());
-    let previous = input.state.desired.unwrap_or(current);
+    let mut rules = Rules::new(input.explain);
+    let pool = Pool::of(input);
+    let now = pool.now;
 
-    let waiting = input.signals.waiting().unwrap_or(0.0);
-    let running = input.signals.running_jobs.unwrap_or(0.0);
-    let utils: Vec<f64> = live
-        .iter()
-        .filter(|w| !w.is_doomed())
-        .filter_map(|w| w.utilization_under(p))
-        .collect();
-    let mean_util = (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
-
-    // 1. Need.
-    let (need, floor) = measure_need(p, &mut rules, waiting, running, capacity, mean_util);
-
-    // 2. Bounds.
-    let bounded = need.clamp(p.min_workers, p.max_workers.max(p.min_workers));
-    if bounded != need {
-        rules.fire(
-            "bounds",
-            || {
-                format!(
-                    "need {need} held within min_workers {} and max_workers {}",
-                    p.min_workers, p.max_workers
-                )
-            },
-            &[
-                ("need", need.into()),
-                ("min_workers", p.min_workers.into()),
-                ("max_workers", p.max_workers.into()),
-            ],
-        );
-    }
+    let Need { need, floor } = stages::need(p, &mut rules, &pool);
+    let bounded = stages::bounds(p, &mut rules, need);
     let mut state = input.state.clone();
     record_need(&mut state, bounded, now, p.stabilization_window_sec);
 
-    // 3-5. Steps, cooldowns, stabilisation, idle.
-    let busy =
-        waiting > 0.0 || running > 0.0 || utils.iter().any(|u| *u >= p.idle_utilization_threshold);
-    // Workers that report nothing (an exporter down, say) are not idle: nothing is known.
-    let silent = capacity > 0
-        && utils.is_empty()
-        && input.signals.queue_depth.is_none()
-        && input.signals.pending_jobs.is_none()
-        && input.signals.running_jobs.is_none();
-    let mut cooldown_until = None;
-    let mut wake_at = Vec::new();
-    let up_cooldown_end = input
-        .state
-        .last_scale_up_at_ms
-        .map(|t| t + secs_to_ms(p.scale_up_cooldown_sec));
-    let down_cooldown_end = input
-        .state
-        .last_scale_down_at_ms
-        .map(|t| t + secs_to_ms(p.scale_down_cooldown_sec));
-    let down_blocked = down_cooldown_end.filter(|end| now < *end);
-    let mut target = previous;
-
-    if previous < p.min_workers || previous > p.max_workers {
-        target = previous.clamp(p.min_workers, p.max_workers.max(p.min_workers));
-        rules.fire(
-            "bounds",
-            || {
-                format!(
-                    "the previous target {previous} is outside {}..={}",
-                    p.min_workers, p.max_workers
-                )
-            },
-            &[("previous", previous.into())],
-        );
-    } else if silent && bounded <= previous {
-        rules.fire(
-            "no_signal",
-            || format!("{capacity} workers and no fresh signal of any kind: holding {previous}"),
-            &[("capacity", capacity.into())],
-        );
-    } else if !busy && bounded <= previous && previous > p.min_workers {
-        // No work at all: keep warm workers until the pool has been idle long enough.
-        let idle_since = [
-            input.signals.idle_since_ms,
-            input.state.last_scale_up_at_ms,
-            Some(input.since_ms),
-        ]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(input.since_ms);
-        let idle_for = (now - idle_since).max(0);
-        let needed = secs_to_ms(p.idle_to_zero_after_sec);
-        if idle_for < needed {
-            rules.fire(
-                "idle_wait",
-                || {
-                    format!(
-                        "idle for {}s of the {}s before scaling to min_workers",
-                        idle_for / 1000,
-                        p.idle_to_zero_after_sec
-                    )
-                },
-                &[
-                    ("idle_sec", (idle_for / 1000) as f64),
-                    ("idle_to_zero_after_sec", p.idle_to_zero_after_sec as f64),
-                ],
-            );
-            wake_at.push(idle_since + needed);
-        } else if let Some(end) = down_blocked {
-            rules.fire(
-                "scale_down_cooldown",
-                || {
-                    format!(
-                        "idle, but the last scale-down was under {}s ago",
-                        p.scale_down_cooldown_sec
-                    )
-                },
-                &[("scale_down_cooldown_sec", p.scale_down_cooldown_sec as f64)],
-            );
-            cooldown_until = Some(end);
-        } else {
-            target = p.min_workers.max(floor);
-            rules.fire(
-                "idle_to_zero",
-                || {
-                    format!(
-                        "no work and GPU utilisation under {} for {}s: down to {}",
-                        p.idle_utilization_threshold,
-                        idle_for / 1000,
-                        target
-                    )
-                },
-                &[
-                    ("idle_sec", (idle_for / 1000) as f64),
-                    ("min_workers", p.min_workers.into()),
-                ],
-            );
-        }
-    } else if bounded > previous {
-        if let Some(end) = up_cooldown_end.filter(|end| now < *end) {
-            rules.fire(
-                "scale_up_cooldown",
-                || {
-                    format!(
-                        "the last scale-up was under {}s ago",
-                        p.scale_up_cooldown_sec
-                    )
-                },
-                &[("scale_up_cooldown_sec", p.scale_up_cooldown_sec as f64)],
-            );
-            cooldown_until = Some(end);
-        } else if capacity == 0 {
-            target = bounded;
-            rules.fire(
-                "scale_from_zero",
-                || format!("no capacity: straight to the {bounded} workers needed"),
-                &[("need", bounded.into())],
-            );
-        } else {
-            let step = p
-                .min_step
-                .max(((f64::from(capacity) * p.max_step_percent / 100.0).ceil()) as u32);
-            let limit = capacity.saturating_add(step);
-            target = bounded.min(limit).max(previous);
-            if bounded > limit {
-                rules.fire(
-                    "step_limit",
-                    || format!("{capacity} workers may grow by at most {step} per decision ({}%, min_step {}): {target} of the {bounded} needed", p.max_step_percent, p.min_step),
-                    &[("capacity", capacity.into()), ("step", step.into()), ("need", bounded.into())],
-                );
-            } else {
-                rules.fire(
-                    "scale_up",
-                    || format!("need {bounded} workers, have {capacity}"),
-                    &[("need", bounded.into()), ("capacity", capacity.into())],
-                );
-            }
-        }
-    } else if bounded < previous {
-        let window_start = now - secs_to_ms(p.stabilization_window_sec);
-        let highest = state
-            .need_history
-            .iter()
-            .enumerate()
-            .filter(|(i, (at, _))| {
-                // A point counts while it was in force inside the window.
-                *at >= window_start
-                    || state
-                        .need_history
-                        .get(i + 1)
-                        .is_none_or(|(next, _)| *next > window_start)
-            })
-            .map(|(_, (_, n))| *n)
-            .max()
-            .unwrap_or(bounded);
-        let candidate = highest.max(floor).max(p.min_workers);
-        if candidate >= previous {
-            rules.fire(
-                "stabilization",
-                || {
-                    format!(
-                        "need is {bounded}, but it was {highest} within the last {}s",
-                        p.stabilization_window_sec
-                    )
-                },
-                &[
-                    ("need", bounded.into()),
-                    ("highest_in_window", highest.into()),
-                ],
-            );
-            // A point holds the target while it is in force inside the window: until the
-            // next point's time plus the window.
-            let h = &state.need_history;
-            if let Some(leaves) = (0..h.len())
-                .filter(|&i| h[i].1 >= previous)
-                .filter_map(|i| h.get(i + 1).map(|next| next.0))
-                .max()
-            {
-                wake_at.push(leaves + secs_to_ms(p.stabilization_window_sec));
-            }
-        } else if let Some(end) = down_blocked {
-            rules.fire(
-                "scale_down_cooldown",
-                || {
-                    format!(
-                        "the last scale-down was under {}s ago",
-                        p.scale_down_cooldown_sec
-                    )
-                },
-                &[("scale_down_cooldown_sec", p.scale_down_cooldown_sec as f64)],
-            );
-            cooldown_until = Some(end);
-        } else {
-            target = candidate;
-            rules.fire(
-                "scale_down",
-                || {
-                    format!(
-                        "need {bounded} (highest in window {highest}), running jobs need {floor}"
-                    )
-                },
-                &[
-                    ("need", bounded.into()),
-                    ("highest_in_window", highest.into()),
-                    ("running_floor", floor.into()),
-                ],
-            );
-        }
+    let step_input = StepInput {
+        input,
+        state: &state,
+        now,
+        previous: pool.previous,
+        capacity: pool.capacity,
+        bounded,
+        floor,
+    };
+    let Step {
+        target,
+        cooldown_until,
+        mut wake_at,
+    } = stages::step(&step_input, &mut rules, &pool);
+    let down_blocked = step_input.down_blocked();
+    let up_cooldown_end = step_input.up_cooldown_end();
+    let mut target = stages::running_floor(p, &mut rules, floor, target);
+    if let Some(gang) = Gang::of(p) {
+        target = stages::whole_gangs(&mut rules, gang, target, pool.previous);
     }
-    if floor > target && target < p.max_workers {
-        let raised = floor.min(p.max_workers);
-        rules.fire(
-            "running_floor",
-            || format!("running jobs use {floor} workers"),
-            &[("running_floor", floor.into())],
-        );
-        target = raised;
-    }
+    let budgeted = stages::budget(input, &mut rules, now, pool.capacity, floor, target);
+    let target = budgeted.target;
+    let mut events = remember(&mut state, &budgeted, pool.previous, now);
 
-    // Whole gangs only.
-    if let Mode::Elastic {
-        min_nodes,
-        max_nodes,
-        node_step,
-    } = p.mode
+    let blocked = Blocked::from(input);
+    let by_type = split_by_type(p, &blocked, &mut rules, target);
+    let actions = actions(
+        input,
+        &pool,
+        &blocked,
+        &by_type,
+        target,
+        Effects {
+            rules: &mut rules,
+            state: &mut state,
+            events: &mut events,
+            wake_at: &mut wake_at,
+        },
+    );
+
+    if let Some(end) = up_cooldown_end.filter(|e| *e > now)
+        && bounded > target
     {
-        target = whole_gangs(
-            &mut rules,
-            target,
-            min_nodes,
-            max_nodes.min(p.max_workers),
-            node_step,
-            previous,
-        );
+        wake_at.push(end);
     }
+    if let Some(end) = down_blocked {
+        wake_at.push(end);
+    }
+    let next = wake_at
+        .into_iter()
+        .filter(|t| *t > now)
+        .min()
+        .unwrap_or(now + DEFAULT_EVALUATION_INTERVAL_MS);
+    let next = next.min(now + DEFAULT_EVALUATION_INTERVAL_MS);
+    let cooldown_until = cooldown_until.or(down_blocked);
 
-    // 2b. Budget.
-    let spent: f64 = input
-        .workers
-        .iter()
-        .map(|w| {
-            let price = input
-                .prices
-                .price(&w.instance_type, w.market, w.zone.as_deref())
-                .unwrap_or(0.0);
-            spend_today(price, w.started_at_ms, w.stopped_at_ms.unwrap_or(now), now)
-        })
-        .sum();
+    let decision = WorkersDecision {
+        current: pool.current,
+        desired: target,
+        previous_desired: pool.previous,
+        need,
+        cost_per_hour: target_cost(input, &by_type),
+        usable_types: usable_types(p, &blocked),
+        by_type,
+        delta: i64::from(target) - i64::from(pool.current),
+        actions,
+        reasons: rules.reasons,
+        cooldown_until: cooldown_until.filter(|_| input.explain).map(rfc3339),
+        next_evaluation_at: if input.explain {
+            rfc3339(next)
+        } else {
+            String::new()
+        },
+        cooldown_until_ms: cooldown_until,
+        next_evaluation_at_ms: next,
+        budget: budgeted.status,
+    };
+    Outcome {
+        decision,
+        state,
+        events,
+    }
+}
+
+/// What the state remembers of the new target and the budget, and the events worth logging:
+/// a budget alarm once per UTC day, a change of target.
+fn remember(
+    state: &mut PoolState,
+    budgeted: &Budgeted,
+    previous: u32,
+    now: i64,
+) -> Vec<DecisionEvent> {
     let mut events = Vec::new();
-    let mut budget = None;
-    if let Some(daily) = p.daily_budget {
-        let hours_left = hours_left_today(now);
-        let projected = |n: u32| spent + hourly_cost(p, input, n) * hours_left;
-        let mut exceeded = projected(target) > daily;
-        if exceeded && p.budget_action == BudgetAction::Cap && target > capacity {
-            // Bounds win over the cap: min_workers is a deliberate floor, like running jobs.
-            let floor_n = capacity.max(floor).max(p.min_workers).min(target);
-            let affordable = (floor_n..=target)
-                .rev()
-                .find(|n| projected(*n) <= daily)
-                .unwrap_or(floor_n);
-            if affordable < target {
-                rules.fire(
-                    "budget_cap",
-                    || format!("{target} workers would spend ${:.2} today against a budget of ${daily:.2}: capped at {affordable}", projected(target)),
-                    &[("projected", projected(target)), ("daily_budget", daily)],
-                );
-                target = affordable;
-                if let Mode::Elastic {
-                    min_nodes,
-                    max_nodes,
-                    node_step,
-                } = p.mode
-                {
-                    // The largest whole gang within what is affordable, else hold the workers
-                    // that exist: a cap never terminates, and never starts a partial gang.
-                    let step = node_step.max(1);
-                    let max_nodes = max_nodes.min(p.max_workers);
-                    let gang_down = if affordable < min_nodes || min_nodes > max_nodes {
-                        0
-                    } else {
-                        min_nodes + (affordable.min(max_nodes) - min_nodes) / step * step
-                    };
-                    target = gang_down.max(capacity);
-                }
-            }
-            exceeded = projected(target) > daily;
+    let target = budgeted.target;
+    if let Some((projected, budget)) = budgeted.over {
+        let today = day_start(now);
+        if state.budget_alarm_day_ms != Some(today) {
+            state.budget_alarm_day_ms = Some(today);
+            events.push(DecisionEvent::BudgetAlarm { projected, budget });
         }
-        if exceeded {
-            rules.fire(
-                "budget_exceeded",
-                || {
-                    format!(
-                        "projected spend today ${:.2} is over the daily budget ${daily:.2}",
-                        projected(target)
-                    )
-                },
-                &[
-                    ("projected", projected(target)),
-                    ("daily_budget", daily),
-                    ("spent_today", spent),
-                ],
-            );
-            let today = day_start(now);
-            if state.budget_alarm_day_ms != Some(today) {
-                state.budget_alarm_day_ms = Some(today);
-                events.push(DecisionEvent::BudgetAlarm {
-                    projected: projected(target),
-                    budget: daily,
-                });
-            }
-        }
-        budget = Some(BudgetStatus {
-            daily_budget: daily,
-            spent_today: round_cents(spent),
-            projected_today: round_cents(projected(target)),
-            action: p.budget_action,
-            exceeded,
-        });
     }
-
     if target > previous {
         state.last_scale_up_at_ms = Some(now);
     } else if target < previous {
@@ -708,39 +430,84 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         });
     }
     state.desired = Some(target);
+    events
+}
 
-    // 6. Market mix and instance types.
-    let blocked = Blocked::from(input);
-    let by_type = split_by_type(p, &blocked, &mut rules, target);
+/// Dollars per hour of the target by type, at catalog prices.
+fn target_cost(input: &PoolInput<'_>, by_type: &[TypeTarget]) -> f64 {
+    round_cents(
+        by_type
+            .iter()
+            .map(|t| {
+                f64::from(t.count)
+                    * input
+                        .prices
+                        .price(&t.instance_type, t.market, None)
+                        .unwrap_or(0.0)
+            })
+            .sum(),
+    )
+}
 
-    // 7. Actions.
+/// The policy's types that may be launched now in some market, in priority order.
+fn usable_types(p: &Policy, blocked: &Blocked<'_>) -> Vec<String> {
+    p.instance_types
+        .iter()
+        .filter(|c| {
+            c.markets
+                .iter()
+                .any(|m| blocked.usable(p, &c.instance_type, *m))
+        })
+        .map(|c| c.instance_type.clone())
+        .collect()
+}
+
+/// What the action stage writes besides the actions.
+struct Effects<'e> {
+    rules: &'e mut Rules,
+    state: &'e mut PoolState,
+    events: &'e mut Vec<DecisionEvent>,
+    wake_at: &'e mut Vec<i64>,
+}
+
+/// The last stage: checkpoints for warned workers, replacements for doomed ones, launches for
+/// the rest of the shortfall, removals for a surplus.
+fn actions(
+    input: &PoolInput<'_>,
+    pool: &Pool<'_>,
+    blocked: &Blocked<'_>,
+    by_type: &[TypeTarget],
+    target: u32,
+    fx: Effects<'_>,
+) -> Vec<Action> {
+    let p = input.policy;
     let mut actions = Vec::new();
-    for w in live.iter().filter(|w| w.warning.is_some()) {
+    for w in pool.live.iter().filter(|w| w.warning.is_some()) {
         let deadline_ms = w.warning.as_ref().and_then(|x| x.action_at_ms);
         actions.push(Action::Checkpoint {
             worker: w.id.clone(),
             deadline: deadline_ms.map(rfc3339),
         });
         if let Some(d) = deadline_ms {
-            wake_at.push(d);
+            fx.wake_at.push(d);
         }
     }
     // Forget replacements of warnings that are over (the worker stopped or was re-registered).
-    state.replaced.retain(|(id, at)| {
-        doomed
+    fx.state.replaced.retain(|(id, at)| {
+        pool.doomed
             .iter()
             .any(|w| &w.id == id && w.warning.as_ref().is_some_and(|x| x.at_ms == *at))
     });
-    let mut shortfall = target.saturating_sub(capacity);
-    let rate = interruption_rate(p, input, &live);
-    for w in &doomed {
+    let mut shortfall = target.saturating_sub(pool.capacity);
+    let rate = interruption_rate(p, input, &pool.live);
+    for w in &pool.doomed {
         if shortfall == 0 {
             break;
         }
         shortfall -= 1;
-        let (instance_type, market, why) = replacement_for(p, &blocked, w, rate);
-        rules.fire(
-            "replace",
+        let (instance_type, market, why) = replacement_for(p, blocked, w, rate);
+        fx.rules.fire(
+            Rule::Replace,
             || format!("{} is being interrupted: {why}", w.id),
             &[
                 ("interruption_rate", rate),
@@ -750,9 +517,9 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         // The action repeats until the replacement exists; the event is logged once.
         let warned_at = w.warning.as_ref().map_or(0, |x| x.at_ms);
         let key = (w.id.clone(), warned_at);
-        if !state.replaced.contains(&key) {
-            state.replaced.push(key);
-            events.push(DecisionEvent::Replacement {
+        if !fx.state.replaced.contains(&key) {
+            fx.state.replaced.push(key);
+            fx.events.push(DecisionEvent::Replacement {
                 worker: w.id.clone(),
                 instance_type: instance_type.clone(),
                 market,
@@ -769,216 +536,15 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         });
     }
     if shortfall > 0 {
-        actions.extend(scale_up_actions(&by_type, &live, shortfall));
+        actions.extend(scale_up_actions(by_type, &pool.live, shortfall));
     }
-    if capacity > target {
-        let surplus = (capacity - target) as usize;
+    if pool.capacity > target {
+        let surplus = (pool.capacity - target) as usize;
         actions.push(Action::ScaleDown {
-            workers: pick_for_removal(p, &live, &by_type, surplus),
+            workers: pick_for_removal(p, &pool.live, by_type, surplus),
         });
     }
-
-    if let Some(end) = up_cooldown_end.filter(|e| *e > now)
-        && bounded > target
-    {
-        wake_at.push(end);
-    }
-    if let Some(end) = down_blocked {
-        wake_at.push(end);
-    }
-    let next = wake_at
-        .into_iter()
-        .filter(|t| *t > now)
-        .min()
-        .unwrap_or(now + DEFAULT_EVALUATION_INTERVAL_MS);
-    let next = next.min(now + DEFAULT_EVALUATION_INTERVAL_MS);
-
-    let decision = WorkersDecision {
-        current,
-        desired: target,
-        previous_desired: previous,
-        need,
-        cost_per_hour: round_cents(
-            by_type
-                .iter()
-                .map(|t| {
-                    f64::from(t.count)
-                        * input
-                            .prices
-                            .price(&t.instance_type, t.market, None)
-                            .unwrap_or(0.0)
-                })
-                .sum(),
-        ),
-        by_type,
-        usable_types: p
-            .instance_types
-            .iter()
-            .filter(|c| {
-                c.markets
-                    .iter()
-                    .any(|m| blocked.usable(p, &c.instance_type, *m))
-            })
-            .map(|c| c.instance_type.clone())
-            .collect(),
-        delta: i64::from(target) - i64::from(current),
-        actions,
-        reasons: rules.reasons,
-        cooldown_until: cooldown_until
-            .or(down_blocked)
-            .filter(|_| input.explain)
-            .map(rfc3339),
-        next_evaluation_at: if input.explain {
-            rfc3339(next)
-        } else {
-            String::new()
-        },
-        cooldown_until_ms: cooldown_until.or(down_blocked),
-        next_evaluation_at_ms: next,
-        budget,
-    };
-    Outcome {
-        decision,
-        state,
-        events,
-    }
-}
-
-fn measure_need(
-    p: &Policy,
-    rules: &mut Rules,
-    waiting: f64,
-    running: f64,
-    capacity: u32,
-    mean_util: Option<f64>,
-) -> (u32, u32) {
-    match p.mode {
-        Mode::Queue { gpus_per_job } => {
-            let need = p.workers_for_jobs(running + waiting);
-            let floor = p.workers_for_jobs(running);
-            rules.fire(
-                "queue",
-                || format!("{running} running + {waiting} waiting jobs of {gpus_per_job} GPUs on {}-GPU workers need {need} workers", p.gpus_per_worker),
-                &[("running_jobs", running), ("waiting_jobs", waiting), ("need", need.into())],
-            );
-            (need, floor)
-        }
-        Mode::Utilization {
-            target_utilization,
-            tolerance,
-        } => {
-            let Some(util) = mean_util else {
-                let need = if capacity == 0 && waiting > 0.0 {
-                    1
-                } else {
-                    capacity
-                };
-                rules.fire(
-                    "no_utilization_signal",
-                    || format!("no fresh GPU utilisation: holding {need}"),
-                    &[("need", need.into())],
-                );
-                return (need, 0);
-            };
-            let ratio = util / target_utilization;
-            let need = if (ratio - 1.0).abs() <= tolerance {
-                rules.fire("within_tolerance", || format!("utilisation {util:.2} is within {tolerance} of the target {target_utilization}"), &[("utilization", util), ("target", target_utilization)]);
-                capacity
-            } else {
-                let n = (f64::from(capacity) * ratio).ceil().max(0.0) as u32;
-                rules.fire("utilization", || format!("{capacity} workers at {util:.2} against a target of {target_utilization} need {n}"), &[("utilization", util), ("target", target_utilization), ("need", n.into())]);
-                n
-            };
-            (need, 0)
-        }
-        Mode::Elastic {
-            min_nodes,
-            max_nodes,
-            ..
-        } => {
-            if waiting > 0.0 || running > 0.0 {
-                rules.fire(
-                    "elastic",
-                    || format!(
-                        "the job is active: wants up to {max_nodes} nodes (at least {min_nodes})"
-                    ),
-                    &[
-                        ("min_nodes", min_nodes.into()),
-                        ("max_nodes", max_nodes.into()),
-                    ],
-                );
-                (max_nodes, if running > 0.0 { min_nodes } else { 0 })
-            } else {
-                rules.fire("elastic", || "no job is waiting or running".into(), &[]);
-                (0, 0)
-            }
-        }
-    }
-}
-
-/// Rounds to a count the job can run on: 0, or `min_nodes + k × node_step` up to `max_nodes`.
-fn whole_gangs(
-    rules: &mut Rules,
-    target: u32,
-    min_nodes: u32,
-    max_nodes: u32,
-    node_step: u32,
-    previous: u32,
-) -> u32 {
-    if target == 0 {
-        return 0;
-    }
-    if min_nodes > max_nodes {
-        rules.fire(
-            "gang_does_not_fit",
-            || {
-                format!(
-                    "the gang needs {min_nodes} nodes but at most {max_nodes} are allowed: none"
-                )
-            },
-            &[
-                ("min_nodes", min_nodes.into()),
-                ("max_nodes", max_nodes.into()),
-            ],
-        );
-        return 0;
-    }
-    let step = node_step.max(1);
-    // The largest whole count allowed, and the smallest whole count at or above the target:
-    // rounding up, so that a step smaller than a gang still adds one (a partial gang is
-    // useless, and rounding down would hold the pool where it is for good).
-    let largest = min_nodes + (max_nodes - min_nodes) / step * step;
-    let whole = if target <= min_nodes {
-        min_nodes
-    } else {
-        (min_nodes + (target - min_nodes).div_ceil(step) * step).min(largest)
-    };
-    if whole != target {
-        rules.fire(
-            "whole_gang",
-            || format!(
-                "{target} is not a whole gang (min_nodes {min_nodes}, node_step {step}): {whole}"
-            ),
-            &[
-                ("target", target.into()),
-                ("whole", whole.into()),
-                ("previous", previous.into()),
-            ],
-        );
-    }
-    whole
-}
-
-fn hourly_cost(p: &Policy, input: &PoolInput<'_>, n: u32) -> f64 {
-    let (od, spot) = market_split(p, n);
-    let price = |m: Market| {
-        p.instance_types
-            .iter()
-            .find(|c| c.allows(m))
-            .and_then(|c| input.prices.price(&c.instance_type, m, None))
-            .unwrap_or(0.0)
-    };
-    f64::from(od) * price(Market::OnDemand) + f64::from(spot) * price(Market::Spot)
+    actions
 }
 
 /// On-demand and spot counts for a total, with AWS MixedInstancesPolicy semantics: the base is
@@ -1092,12 +658,12 @@ fn split_by_type(
     let mut spot_type = blocked.first(p, Market::Spot, None);
     if spot > 0 && spot_type.is_none() {
         if p.any_allows(Market::OnDemand) {
-            rules.fire("spot_fallback", || format!("no spot instance type is usable (recent capacity errors or interruptions): {spot} spot workers go on-demand"), &[("spot", spot.into())]);
+            rules.fire(Rule::SpotFallback, || format!("no spot instance type is usable (recent capacity errors or interruptions): {spot} spot workers go on-demand"), &[("spot", spot.into())]);
             od += spot;
             spot = 0;
         } else {
             // A spot-only pool has nowhere else to go: keep asking for spot.
-            rules.fire("no_usable_type", || format!("every spot type had a recent capacity error or interruption and the policy allows no on-demand: {spot} spot workers of the first type by priority"), &[("spot", spot.into())]);
+            rules.fire(Rule::NoUsableType, || format!("every spot type had a recent capacity error or interruption and the policy allows no on-demand: {spot} spot workers of the first type by priority"), &[("spot", spot.into())]);
             spot_type = p
                 .instance_types
                 .iter()
@@ -1109,7 +675,7 @@ fn split_by_type(
         let t =
             blocked.first(p, Market::OnDemand, None).or_else(|| {
                 rules.fire(
-                "no_usable_type",
+                Rule::NoUsableType,
                 || "every on-demand type had a recent capacity error: using the first by priority"
                     .into(),
                 &[],
@@ -1140,7 +706,7 @@ fn split_by_type(
     }
     if total > 0 {
         rules.fire(
-            "market_mix",
+            Rule::MarketMix,
             || {
                 format!(
                     "{od} on-demand (base {}) and {spot} spot ({}% spot above the base)",

@@ -1,7 +1,7 @@
 //! Each rule of the worker decision with explicit times and hand-computed expectations.
 
 use super::*;
-use crate::core::policy::{InstanceChoice, test_policy};
+use crate::core::policy::{InstanceChoice, Mode, test_policy};
 
 const T0: i64 = 1_800_000_000_000; // 2027-01-15T08:00:00Z
 const MIN: i64 = 60_000;
