@@ -107,7 +107,7 @@ impl Auth {
         self.verifier.is_some()
     }
 
-    /// Argon2 verifications run so far (0 with authentication off).
+    /// Argon2 verifications of legacy keys run so far (0 with authentication off).
     pub fn slow_checks(&self) -> u64 {
         self.verifier.as_ref().map_or(0, KeyVerifier::slow_checks)
     }
