@@ -71,7 +71,10 @@ impl Auth {
         let verifier = if serve.insecure_no_auth {
             None
         } else {
-            Some(KeyVerifier::new(store.clone())?)
+            Some(KeyVerifier::new(
+                store.clone(),
+                std::time::Duration::from_secs(serve.auth_outage_grace_sec),
+            )?)
         };
         let webhooks =
             WebhookSecrets::parse(&serve.webhook_secrets, serve.webhook_replay_window_sec)
@@ -110,6 +113,11 @@ impl Auth {
     /// Argon2 verifications of legacy keys run so far (0 with authentication off).
     pub fn slow_checks(&self) -> u64 {
         self.verifier.as_ref().map_or(0, KeyVerifier::slow_checks)
+    }
+
+    /// Requests let through from memory during a database outage (0 with authentication off).
+    pub fn outage_hits(&self) -> u64 {
+        self.verifier.as_ref().map_or(0, KeyVerifier::outage_hits)
     }
 
     /// Drops a revoked key from this replica's cache.

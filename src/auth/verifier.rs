@@ -6,6 +6,12 @@
 //! random secrets). A key that verified is cached for [`CACHE_TTL`] by the digest of its
 //! secret, so its next requests skip the database.
 //!
+//! When the database cannot be reached, a key whose cache entry expired but that verified
+//! within the outage grace (`--auth-outage-grace-sec`) still works from memory, with the
+//! scopes it had then, so that routes served from memory keep answering; writes fail on their
+//! own with 503. The first check once the database answers again reads the row, so a key
+//! revoked during the outage stops working then.
+//!
 //! Keys stored before digests hold an Argon2 hash. Those alone still pay Argon2, only when the
 //! id exists, on the blocking pool and at most [`MAX_CONCURRENT_HASHES`] at a time; the first
 //! success rewrites the row with the digest, so each legacy key pays it about once.
@@ -21,7 +27,7 @@ use super::scope::Scopes;
 use super::token::{
     Stored, Token, digest, hash_secret, matches_argon2, matches_digest, stored_kind,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{Fault, Store, StoreError};
 
 /// How long a verified key is trusted without looking at the database again: a key revoked on
 /// another replica stops working there within this long (at once on the replica revoking it).
@@ -64,29 +70,35 @@ pub enum VerifyError {
 struct Cached {
     digest: [u8; 32],
     scopes: Scopes,
-    until: Instant,
+    /// When it was verified against the database.
+    at: Instant,
 }
 
 /// The key checker every replica holds.
 #[derive(Debug)]
 pub struct KeyVerifier {
     store: Store,
+    /// How long after its last database check a key works while the database is down.
+    outage_grace: Duration,
     cache: Mutex<HashMap<String, Cached>>,
     hashes: Arc<Semaphore>,
     /// Argon2 verifications run (legacy rows only), for tests that refusals pay none.
     slow_checks: AtomicU64,
+    outage_hits: AtomicU64,
     /// Bumped by every revocation. A check that read its key's row before a revocation must
     /// not put the key back in the cache after `forget` took it out.
     revocations: AtomicU64,
 }
 
 impl KeyVerifier {
-    pub fn new(store: Store) -> Result<Self, VerifyError> {
+    pub fn new(store: Store, outage_grace: Duration) -> Result<Self, VerifyError> {
         Ok(Self {
             store,
+            outage_grace,
             cache: Mutex::new(HashMap::new()),
             hashes: Arc::new(Semaphore::new(MAX_CONCURRENT_HASHES)),
             slow_checks: AtomicU64::new(0),
+            outage_hits: AtomicU64::new(0),
             revocations: AtomicU64::new(0),
         })
     }
@@ -100,11 +112,19 @@ impl KeyVerifier {
             return Ok(Principal::key(&t.id, scopes));
         }
         let revocations = self.revocations.load(Ordering::SeqCst);
-        let row = self
-            .store
-            .active_key(&t.id)
-            .await?
-            .ok_or(VerifyError::Invalid)?;
+        let row = match self.store.active_key(&t.id).await {
+            Ok(row) => row.ok_or(VerifyError::Invalid)?,
+            Err(e) if e.fault() == Fault::Unavailable => {
+                return match self.recent(&t, self.outage_grace) {
+                    Some(scopes) => {
+                        self.outage_hits.fetch_add(1, Ordering::Relaxed);
+                        Ok(Principal::key(&t.id, scopes))
+                    }
+                    None => Err(e.into()),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
         let matched = match stored_kind(&row.secret_hash) {
             Stored::Digest => matches_digest(&t.secret, &row.secret_hash),
             Stored::Argon2 => {
@@ -161,10 +181,20 @@ impl KeyVerifier {
     }
 
     fn cached(&self, t: &Token) -> Option<Scopes> {
+        self.recent(t, CACHE_TTL)
+    }
+
+    /// The scopes of `t` if it verified against the database less than `within` ago.
+    fn recent(&self, t: &Token, within: Duration) -> Option<Scopes> {
         let cache = self.cache.lock().ok()?;
         let hit = cache.get(&t.id)?;
         let same: bool = hit.digest.ct_eq(&digest(&t.secret)).into();
-        (same && hit.until > Instant::now()).then_some(hit.scopes)
+        (same && hit.at.elapsed() < within).then_some(hit.scopes)
+    }
+
+    /// Requests let through from memory while the database was unreachable.
+    pub fn outage_hits(&self) -> u64 {
+        self.outage_hits.load(Ordering::Relaxed)
     }
 
     /// Caches a verified key, unless a key was revoked since its row was read (`revocations`
@@ -180,14 +210,15 @@ impl KeyVerifier {
         }
         let now = Instant::now();
         if cache.len() >= CACHE_SWEEP_AT {
-            cache.retain(|_, c| c.until > now);
+            let keep = self.outage_grace.max(CACHE_TTL);
+            cache.retain(|_, c| now.duration_since(c.at) < keep);
         }
         cache.insert(
             t.id.clone(),
             Cached {
                 digest: digest(&t.secret),
                 scopes,
-                until: now + CACHE_TTL,
+                at: now,
             },
         );
     }
@@ -217,7 +248,8 @@ mod tests {
     async fn a_check_begun_before_a_revocation_does_not_cache_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}/keys.db", dir.path().display());
-        let verifier = KeyVerifier::new(Store::connect(&url).await.unwrap()).unwrap();
+        let verifier =
+            KeyVerifier::new(Store::connect(&url).await.unwrap(), Duration::ZERO).unwrap();
         let token = Token::generate().unwrap();
         let scopes = Scopes::new([Scope::Read]);
 
