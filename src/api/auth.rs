@@ -43,6 +43,10 @@ pub fn access(method: &Method, route: &str, metrics_public: bool) -> Access {
         "/metrics" if metrics_public => return Access::Open,
         _ => {}
     }
+    // The key list names every key and its scopes: for admins only, like the keys themselves.
+    if route == "/v1/keys" || route.starts_with("/v1/keys/") {
+        return Access::Needs(Scope::Admin);
+    }
     if *method == Method::GET || *method == Method::HEAD {
         return Access::Needs(Scope::Read);
     }

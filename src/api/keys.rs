@@ -101,7 +101,7 @@ pub async fn create_key(
     Ok((StatusCode::CREATED, Json(out)).into_response())
 }
 
-/// Lists API keys (never their secrets).
+/// Lists API keys (never their secrets); admin keys only.
 #[utoipa::path(get, path = "/v1/keys", tag = "keys", params(ListParams),
     responses(
         (status = 200, description = "A page of keys, oldest first", body = KeyList),

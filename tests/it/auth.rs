@@ -108,7 +108,11 @@ async fn every_route_needs_the_scope_it_documents(backend: Backend) {
         // A read key passes reads and is refused everything else, with 403.
         let r = send(&read, &method, app.url(&url)).await;
         let needs = op["description"].as_str().unwrap_or("");
-        if method == reqwest::Method::GET {
+        if method == reqwest::Method::GET && path.starts_with("/v1/keys") {
+            // Keys are for admins, even to look at.
+            assert!(needs.contains("`admin` scope"), "{path}: {needs}");
+            assert_problem(r, 403, "Authorization").await;
+        } else if method == reqwest::Method::GET {
             assert!(needs.contains("`read` scope"), "{path}: {needs}");
             assert!(
                 ![401, 403].contains(&r.status().as_u16()),
@@ -222,6 +226,9 @@ async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
         .send()
         .await
         .unwrap();
+    assert_problem(r, 403, "Authorization").await;
+    // Only admin keys see the key list, even with every other scope.
+    let r = decider.get(app.url("/v1/keys")).send().await.unwrap();
     assert_problem(r, 403, "Authorization").await;
     // Revoked: refused at once on this replica.
     assert_eq!(revoke_key(&app, &id).await.status(), 204);
@@ -641,9 +648,7 @@ async fn a_key_stored_with_argon2_still_works_and_is_rewritten_as_a_digest(backe
 /// A burst of requests with a legacy (Argon2) key not yet verified pays at most one Argon2
 /// verification per hashing slot, not one per request: those that waited for a slot find the
 /// key already verified.
-async fn a_burst_with_a_legacy_key_verifies_it_a_few_times_not_once_per_request(
-    backend: Backend,
-) {
+async fn a_burst_with_a_legacy_key_verifies_it_a_few_times_not_once_per_request(backend: Backend) {
     let app = TestApp::spawn_empty(backend).await;
     let (token, _, _) = store_legacy_key(&app, &[Scope::Read]).await;
     let client = client_with_key(&token);
