@@ -3,11 +3,12 @@
 //! read from the database at scrape time, so every replica reports the same fleet (aggregate
 //! them with `max by (pool)`, not `sum`).
 
+use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -28,7 +29,8 @@ use crate::timefmt::now_ms;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
-    pub method: String,
+    /// One of [`method_label`]'s answers, never the method as sent.
+    pub method: &'static str,
     pub route: String,
     pub status: u16,
 }
@@ -107,6 +109,8 @@ pub struct Metrics {
     gpu_utilization: PoolGauge,
     daily_budget: PoolGauge,
     worker_gpu_memory: Family<WorkerLabels, Gauge<f64, AtomicU64>>,
+    /// Pools named in `decisions`, so that a deleted pool's series go at the next scrape.
+    decided_pools: Mutex<HashSet<String>>,
     /// One scrape at a time refreshes the pool gauges.
     scrape: Mutex<()>,
 }
@@ -228,13 +232,22 @@ impl Default for Metrics {
             gpu_utilization,
             daily_budget,
             worker_gpu_memory,
+            decided_pools: Mutex::default(),
             scrape: Mutex::new(()),
         }
     }
 }
 
 impl Metrics {
+    /// Counts a decision. Callers name only pools that exist (a decision for an unknown pool
+    /// is a 404 first); a pool deleted since is dropped from the labels at the next scrape.
     pub fn decision(&self, kind: &'static str, pool: &str, changed: bool) {
+        if !pool.is_empty() {
+            let mut pools = self.decided_pools.lock().unwrap_or_else(|e| e.into_inner());
+            if !pools.contains(pool) {
+                pools.insert(pool.to_string());
+            }
+        }
         self.decisions
             .get_or_create(&DecisionLabels {
                 kind,
@@ -243,13 +256,51 @@ impl Metrics {
             })
             .inc();
     }
+
+    /// Drops the decision series of pools not in `existing`.
+    fn forget_pools_except(&self, existing: &HashSet<&str>) {
+        let mut pools = self.decided_pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools.retain(|pool| {
+            if existing.contains(pool.as_str()) {
+                return true;
+            }
+            for changed in [false, true] {
+                self.decisions.remove(&DecisionLabels {
+                    kind: "pool",
+                    pool: pool.clone(),
+                    changed,
+                });
+            }
+            false
+        });
+    }
 }
 
-/// Times every request under its matched route (never the raw path: ids would explode the
-/// label set).
+/// The `method` label: a standard method by name, anything else `other`. A client may send
+/// any token as a method; taking it as a label would let it grow `/metrics` without bound.
+pub fn method_label(method: &Method) -> &'static str {
+    const STANDARD: [Method; 9] = [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::OPTIONS,
+        Method::CONNECT,
+        Method::TRACE,
+    ];
+    STANDARD
+        .iter()
+        .find(|m| *m == method)
+        .map_or("other", Method::as_str)
+}
+
+/// Times every request under its matched route template, or `unmatched` (never the raw path:
+/// ids would explode the label set).
 pub async fn record_latency(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -297,6 +348,7 @@ pub async fn metrics(
             g.clear();
         }
         m.worker_gpu_memory.clear();
+        m.forget_pools_except(&view.pools.iter().map(|p| p.name.as_str()).collect());
         for p in &view.pools {
             let l = PoolLabels {
                 pool: p.name.clone(),
