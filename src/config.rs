@@ -246,6 +246,12 @@ pub struct ServeConfig {
     #[arg(long, env = "TRAINSCALER_INGEST_RATE_PER_SEC", default_value_t = 50)]
     pub ingest_rate_per_sec: u32,
 
+    /// Seconds a key verified within this long keeps working from this replica's memory
+    /// while the database cannot be reached (0: refuse every key during an outage). Keys
+    /// revoked meanwhile stop working once the database answers again.
+    #[arg(long, env = "TRAINSCALER_AUTH_OUTAGE_GRACE_SEC", default_value_t = 300)]
+    pub auth_outage_grace_sec: u64,
+
     /// Ingestion requests a key may send at once above its rate.
     #[arg(long, env = "TRAINSCALER_INGEST_BURST", default_value_t = 100)]
     pub ingest_burst: u32,

@@ -3,6 +3,7 @@
 //! reconciler and the provider adapters can count without depending on `api`; `api::metrics`
 //! serves it at `GET /metrics`.
 
+use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
@@ -18,7 +19,8 @@ use crate::fleet::view::PoolView;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
-    pub method: String,
+    /// One of `api::metrics::method_label`'s answers, never the method as sent.
+    pub method: &'static str,
     pub route: String,
     pub status: u16,
 }
@@ -97,6 +99,8 @@ pub struct Metrics {
     gpu_utilization: PoolGauge,
     daily_budget: PoolGauge,
     worker_gpu_memory: Family<WorkerLabels, Gauge<f64, AtomicU64>>,
+    /// Pools named in `decisions`, so that a deleted pool's series go at the next scrape.
+    decided_pools: Mutex<HashSet<String>>,
     /// One scrape at a time refreshes the pool gauges.
     scrape: Mutex<()>,
 }
@@ -218,6 +222,7 @@ impl Default for Metrics {
             gpu_utilization,
             daily_budget,
             worker_gpu_memory,
+            decided_pools: Mutex::default(),
             scrape: Mutex::new(()),
         }
     }
@@ -243,6 +248,7 @@ impl Metrics {
                 g.clear();
             }
             m.worker_gpu_memory.clear();
+            m.forget_pools_except(&pools.iter().map(|p| p.name.as_str()).collect());
             for p in pools {
                 let l = PoolLabels {
                     pool: p.name.clone(),
@@ -285,7 +291,15 @@ impl Metrics {
         Ok(text)
     }
 
+    /// Counts a decision. Callers name only pools that exist (a decision for an unknown pool
+    /// is a 404 first); a pool deleted since is dropped from the labels at the next scrape.
     pub fn decision(&self, kind: &'static str, pool: &str, changed: bool) {
+        if !pool.is_empty() {
+            let mut pools = self.decided_pools.lock().unwrap_or_else(|e| e.into_inner());
+            if !pools.contains(pool) {
+                pools.insert(pool.to_string());
+            }
+        }
         self.decisions
             .get_or_create(&DecisionLabels {
                 kind,
@@ -293,6 +307,24 @@ impl Metrics {
                 changed,
             })
             .inc();
+    }
+
+    /// Drops the decision series of pools not in `existing`.
+    fn forget_pools_except(&self, existing: &HashSet<&str>) {
+        let mut pools = self.decided_pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools.retain(|pool| {
+            if existing.contains(pool.as_str()) {
+                return true;
+            }
+            for changed in [false, true] {
+                self.decisions.remove(&DecisionLabels {
+                    kind: "pool",
+                    pool: pool.clone(),
+                    changed,
+                });
+            }
+            false
+        });
     }
 }
 

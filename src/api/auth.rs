@@ -43,6 +43,10 @@ pub fn access(method: &Method, route: &str, metrics_public: bool) -> Access {
         "/metrics" if metrics_public => return Access::Open,
         _ => {}
     }
+    // The key list names every key and its scopes: for admins only, like the keys themselves.
+    if route == "/v1/keys" || route.starts_with("/v1/keys/") {
+        return Access::Needs(Scope::Admin);
+    }
     if *method == Method::GET || *method == Method::HEAD {
         return Access::Needs(Scope::Read);
     }
@@ -71,7 +75,10 @@ impl Auth {
         let verifier = if serve.insecure_no_auth {
             None
         } else {
-            Some(KeyVerifier::new(store.clone())?)
+            Some(KeyVerifier::new(
+                store.clone(),
+                std::time::Duration::from_secs(serve.auth_outage_grace_sec),
+            )?)
         };
         let webhooks =
             WebhookSecrets::parse(&serve.webhook_secrets, serve.webhook_replay_window_sec)
@@ -107,9 +114,14 @@ impl Auth {
         self.verifier.is_some()
     }
 
-    /// Argon2 verifications run so far (0 with authentication off).
+    /// Argon2 verifications of legacy keys run so far (0 with authentication off).
     pub fn slow_checks(&self) -> u64 {
         self.verifier.as_ref().map_or(0, KeyVerifier::slow_checks)
+    }
+
+    /// Requests let through from memory during a database outage (0 with authentication off).
+    pub fn outage_hits(&self) -> u64 {
+        self.verifier.as_ref().map_or(0, KeyVerifier::outage_hits)
     }
 
     /// Drops a revoked key from this replica's cache.

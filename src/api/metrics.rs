@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -17,11 +17,31 @@ use crate::fleet::view::fleet;
 use crate::metrics::HttpLabels;
 use crate::timefmt::now_ms;
 
-/// Times every request under its matched route (never the raw path: ids would explode the
-/// label set).
+/// The `method` label: a standard method by name, anything else `other`. A client may send
+/// any token as a method; taking it as a label would let it grow `/metrics` without bound.
+pub fn method_label(method: &Method) -> &'static str {
+    const STANDARD: [Method; 9] = [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::OPTIONS,
+        Method::CONNECT,
+        Method::TRACE,
+    ];
+    STANDARD
+        .iter()
+        .find(|m| *m == method)
+        .map_or("other", Method::as_str)
+}
+
+/// Times every request under its matched route template, or `unmatched` (never the raw path:
+/// ids would explode the label set).
 pub async fn record_latency(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let route = req
         .extensions()
         .get::<MatchedPath>()

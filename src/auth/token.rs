@@ -1,15 +1,27 @@
-//! API key tokens: how they look, how they are made, and how their secret is hashed.
+//! API key tokens: how they look, how they are made, and how their secret is stored.
 //!
 //! A token is `tsk_<id>_<secret>`: the id (12 hex digits) is public and finds the key's row;
-//! the secret (64 hex digits, 256 random bits) is only ever stored as an Argon2id hash. The
-//! prefix makes a leaked token easy to recognise in logs and by secret scanners.
+//! the secret (64 hex digits, 256 random bits) is only ever stored as a digest. The prefix
+//! makes a leaked token easy to recognise in logs and by secret scanners.
+//!
+//! The digest is a plain SHA-256 of the secret (`sha256:<hex>`). A slow password hash
+//! (Argon2, which keys were stored with until now) protects guessable secrets; these are 256
+//! random bits, which nobody can search through however fast the hash, so slowness buys
+//! nothing and costs every refusal 19 MiB and tens of milliseconds. A server-side pepper
+//! (HMAC) would not add strength either and would be one more secret to deploy and rotate.
+//! Keys stored with Argon2 still verify (see [`Stored::Argon2`]) and are rewritten with the
+//! digest on their next success.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use argon2::{Algorithm, Argon2, Params, Version};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 const PREFIX: &str = "tsk_";
 const ID_BYTES: usize = 6;
 const SECRET_BYTES: usize = 32;
+/// Marks a stored digest; Argon2 PHC strings start with `$argon2`.
+const DIGEST_PREFIX: &str = "sha256:";
 
 /// A token split into its parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,34 +64,59 @@ impl Token {
     }
 }
 
-/// Argon2id with OWASP's smallest recommended setting (19 MiB, 2 passes, 1 lane). The secret
-/// is random, so this is defence in depth for a leaked table rather than the only barrier.
+/// The form of a stored secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// `sha256:<hex>`: checked in microseconds.
+    Digest,
+    /// An Argon2id PHC string from before digests; rewritten on its next success.
+    Argon2,
+    /// Neither: matches nothing.
+    Unknown,
+}
+
+/// What kind of stored secret `stored` is.
+pub fn stored_kind(stored: &str) -> Stored {
+    if stored.starts_with(DIGEST_PREFIX) {
+        Stored::Digest
+    } else if stored.starts_with("$argon2") {
+        Stored::Argon2
+    } else {
+        Stored::Unknown
+    }
+}
+
+/// The SHA-256 of `secret`.
+pub fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// The string stored for `secret`: `sha256:` and 64 hex digits.
+pub fn hash_secret(secret: &str) -> String {
+    format!("{DIGEST_PREFIX}{}", hex::encode(digest(secret)))
+}
+
+/// Whether `secret` matches a stored digest, compared in constant time. Fast: no Argon2 here.
+pub fn matches_digest(secret: &str, stored: &str) -> bool {
+    let Some(hex_digest) = stored.strip_prefix(DIGEST_PREFIX) else {
+        return false;
+    };
+    let Ok(expected) = hex::decode(hex_digest) else {
+        return false;
+    };
+    expected.ct_eq(&digest(secret)).into()
+}
+
+/// Argon2id with the setting keys were hashed with before digests (19 MiB, 2 passes, 1 lane);
+/// the PHC string carries its own parameters, these only fill in what it does not say.
 fn argon2() -> Argon2<'static> {
     let params = Params::new(19 * 1024, 2, 1, None).unwrap_or_default();
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum HashError {
-    #[error("no random salt: {0}")]
-    Random(#[from] getrandom::Error),
-    #[error("argon2: {0}")]
-    Argon2(String),
-}
-
-/// The PHC string stored for `secret`.
-pub fn hash_secret(secret: &str) -> Result<String, HashError> {
-    let mut salt = [0u8; 16];
-    getrandom::getrandom(&mut salt)?;
-    let salt = SaltString::encode_b64(&salt).map_err(|e| HashError::Argon2(e.to_string()))?;
-    argon2()
-        .hash_password(secret.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| HashError::Argon2(e.to_string()))
-}
-
-/// Whether `secret` matches the stored hash. A malformed stored hash matches nothing.
-pub fn verify_secret(secret: &str, stored: &str) -> bool {
+/// Whether `secret` matches a legacy Argon2 PHC string. Slow (tens of milliseconds, 19 MiB):
+/// callers run it on the blocking pool, a few at a time, and only for rows that exist.
+pub fn matches_argon2(secret: &str, stored: &str) -> bool {
     match PasswordHash::new(stored) {
         Ok(hash) => argon2().verify_password(secret.as_bytes(), &hash).is_ok(),
         Err(_) => false,
@@ -89,6 +126,7 @@ pub fn verify_secret(secret: &str, stored: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use argon2::password_hash::{PasswordHasher, SaltString};
 
     #[test]
     fn a_generated_token_parses_back_and_others_do_not() {
@@ -111,19 +149,35 @@ mod tests {
     }
 
     #[test]
-    fn the_hash_verifies_its_secret_only() {
+    fn the_digest_matches_its_secret_only() {
         let t = Token::generate().unwrap();
-        let stored = hash_secret(&t.secret).unwrap();
+        let stored = hash_secret(&t.secret);
         assert!(
-            stored.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+            stored.starts_with("sha256:") && stored.len() == 7 + 64,
             "{stored}"
         );
+        assert_eq!(stored_kind(&stored), Stored::Digest);
         assert!(!stored.contains(&t.secret));
-        assert!(verify_secret(&t.secret, &stored));
+        assert!(matches_digest(&t.secret, &stored));
         let other = Token::generate().unwrap();
-        assert!(!verify_secret(&other.secret, &stored));
-        assert!(!verify_secret(&t.secret, "not a hash"));
-        // Salted: the same secret hashes differently twice.
-        assert_ne!(hash_secret(&t.secret).unwrap(), stored);
+        assert!(!matches_digest(&other.secret, &stored));
+        assert!(!matches_digest(&t.secret, "sha256:zz"));
+        assert!(!matches_digest(&t.secret, "not a hash"));
+        assert_eq!(stored_kind("not a hash"), Stored::Unknown);
+    }
+
+    /// A key stored by the old code (Argon2id PHC string) still verifies.
+    #[test]
+    fn a_legacy_argon2_hash_still_verifies_its_secret_only() {
+        let t = Token::generate().unwrap();
+        let salt = SaltString::encode_b64(&[7u8; 16]).unwrap();
+        let stored = argon2()
+            .hash_password(t.secret.as_bytes(), &salt)
+            .unwrap()
+            .to_string();
+        assert_eq!(stored_kind(&stored), Stored::Argon2);
+        assert!(matches_argon2(&t.secret, &stored));
+        assert!(!matches_argon2(&Token::generate().unwrap().secret, &stored));
+        assert!(!matches_digest(&t.secret, &stored));
     }
 }

@@ -1,26 +1,33 @@
 //! Checks presented bearer tokens against the stored keys.
 //!
-//! Argon2 is slow on purpose (tens of milliseconds), far too slow to pay on every request. A
-//! key that verified once is cached for [`CACHE_TTL`] as the SHA-256 of its secret, so the
-//! next requests cost one hash and a constant-time comparison. Everything that fails the
-//! cache -- an unknown id, a wrong secret for a known id, a malformed token -- pays one Argon2
-//! verification (against a dummy hash when there is no row), so how long a refusal takes does
-//! not tell an unknown key from a wrong secret. Argon2 runs on the blocking pool, at most
-//! [`MAX_CONCURRENT_HASHES`] at a time, which bounds what a flood of bad keys can cost in CPU
-//! and memory (19 MiB each).
-
+//! A refusal must cost next to nothing, whoever sends it: a token not shaped like ours is
+//! refused without touching the database, and any other is one primary-key lookup and one
+//! SHA-256 compared in constant time (see `auth::token` for why a fast digest is right for
+//! random secrets). A key that verified is cached for [`CACHE_TTL`] by the digest of its
+//! secret, so its next requests skip the database.
+//!
+//! When the database cannot be reached, a key whose cache entry expired but that verified
+//! within the outage grace (`--auth-outage-grace-sec`) still works from memory, with the
+//! scopes it had then, so that routes served from memory keep answering; writes fail on their
+//! own with 503. The first check once the database answers again reads the row, so a key
+//! revoked during the outage stops working then.
+//!
+//! Keys stored before digests hold an Argon2 hash. Those alone still pay Argon2, only when the
+//! id exists, on the blocking pool and at most [`MAX_CONCURRENT_HASHES`] at a time; the first
+//! success rewrites the row with the digest, so each legacy key pays it about once.
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
 use super::scope::Scopes;
-use super::token::{Token, hash_secret, verify_secret};
-use crate::store::{Store, StoreError};
+use super::token::{
+    Stored, Token, digest, hash_secret, matches_argon2, matches_digest, stored_kind,
+};
+use crate::store::{Fault, Store, StoreError};
 
 /// How long a verified key is trusted without looking at the database again: a key revoked on
 /// another replica stops working there within this long (at once on the replica revoking it).
@@ -63,101 +70,131 @@ pub enum VerifyError {
 struct Cached {
     digest: [u8; 32],
     scopes: Scopes,
-    until: Instant,
+    /// When it was verified against the database.
+    at: Instant,
 }
 
 /// The key checker every replica holds.
 #[derive(Debug)]
 pub struct KeyVerifier {
     store: Store,
+    /// How long after its last database check a key works while the database is down.
+    outage_grace: Duration,
     cache: Mutex<HashMap<String, Cached>>,
-    /// A hash of a secret nobody knows, verified against when no row matches.
-    dummy_hash: String,
     hashes: Arc<Semaphore>,
-    /// Argon2 verifications run, for tests that every refusal pays the same.
+    /// Argon2 verifications run (legacy rows only), for tests that refusals pay none.
     slow_checks: AtomicU64,
+    outage_hits: AtomicU64,
     /// Bumped by every revocation. A check that read its key's row before a revocation must
     /// not put the key back in the cache after `forget` took it out.
     revocations: AtomicU64,
 }
 
-fn digest(secret: &str) -> [u8; 32] {
-    Sha256::digest(secret.as_bytes()).into()
-}
-
 impl KeyVerifier {
-    pub fn new(store: Store) -> Result<Self, VerifyError> {
-        let unknown = Token::generate().map_err(|e| VerifyError::Internal(e.to_string()))?;
-        let dummy_hash =
-            hash_secret(&unknown.secret).map_err(|e| VerifyError::Internal(e.to_string()))?;
+    pub fn new(store: Store, outage_grace: Duration) -> Result<Self, VerifyError> {
         Ok(Self {
             store,
+            outage_grace,
             cache: Mutex::new(HashMap::new()),
-            dummy_hash,
             hashes: Arc::new(Semaphore::new(MAX_CONCURRENT_HASHES)),
             slow_checks: AtomicU64::new(0),
+            outage_hits: AtomicU64::new(0),
             revocations: AtomicU64::new(0),
         })
     }
 
     /// The principal `presented` (the bearer token) stands for.
     pub async fn verify(&self, presented: &str) -> Result<Principal, VerifyError> {
-        let token = Token::parse(presented);
-        if let Some(t) = &token
-            && let Some(scopes) = self.cached(t)
-        {
+        // The token's shape is public, so refusing a malformed one at once tells nobody
+        // anything they did not know.
+        let t = Token::parse(presented).ok_or(VerifyError::Invalid)?;
+        if let Some(scopes) = self.cached(&t) {
             return Ok(Principal::key(&t.id, scopes));
         }
         let revocations = self.revocations.load(Ordering::SeqCst);
-        let row = match &token {
-            Some(t) => self.store.active_key(&t.id).await?,
-            None => None,
+        let row = match self.store.active_key(&t.id).await {
+            Ok(row) => row.ok_or(VerifyError::Invalid)?,
+            Err(e) if e.fault() == Fault::Unavailable => {
+                return match self.recent(&t, self.outage_grace) {
+                    Some(scopes) => {
+                        self.outage_hits.fetch_add(1, Ordering::Relaxed);
+                        Ok(Principal::key(&t.id, scopes))
+                    }
+                    None => Err(e.into()),
+                };
+            }
+            Err(e) => return Err(e.into()),
         };
-        let (secret, stored) = match (&token, &row) {
-            (Some(t), Some(r)) => (t.secret.clone(), r.secret_hash.clone()),
-            // Same work as a real check, with an answer of no.
-            _ => (presented.to_string(), self.dummy_hash.clone()),
+        let matched = match stored_kind(&row.secret_hash) {
+            Stored::Digest => matches_digest(&t.secret, &row.secret_hash),
+            Stored::Argon2 => {
+                self.verify_legacy(&t, &row.secret_hash, row.scopes, revocations)
+                    .await?
+            }
+            Stored::Unknown => false,
         };
+        if !matched {
+            return Err(VerifyError::Invalid);
+        }
+        self.remember(&t, row.scopes, revocations);
+        Ok(Principal::key(&t.id, row.scopes))
+    }
+
+    /// Checks `t` against a legacy Argon2 hash and, when it matches, rewrites the row with the
+    /// digest so that the key never pays Argon2 again (on any replica).
+    async fn verify_legacy(
+        &self,
+        t: &Token,
+        stored: &str,
+        scopes: Scopes,
+        revocations: u64,
+    ) -> Result<bool, VerifyError> {
         let permit = self
             .hashes
             .clone()
             .acquire_owned()
             .await
             .map_err(|e| VerifyError::Internal(e.to_string()))?;
-        // When a cached key expires under load, every request in flight with it misses at
-        // once. Those that queued for a slot find it verified again by the first ones: without
-        // this they would all pay Argon2 (seconds of queueing, 19 MiB each). Only the same
-        // token with the same secret can hit, so refusals still pay one verification each.
-        if let Some(t) = &token
-            && let Some(scopes) = self.cached(t)
-        {
-            return Ok(Principal::key(&t.id, scopes));
+        // A burst with one legacy key queues here: those behind the first find it verified.
+        if self.cached(t).is_some() {
+            return Ok(true);
         }
         self.slow_checks.fetch_add(1, Ordering::Relaxed);
+        let (secret, phc) = (t.secret.clone(), stored.to_string());
         // The slot travels with the hash, so a cancelled request still holds it until Argon2
-        // ends, and comes back to be freed only after a verified key is remembered: a request
-        // that takes the slot next then finds it in the cache.
-        let (matched, permit) = tokio::task::spawn_blocking(move || {
-            let matched = verify_secret(&secret, &stored);
-            (matched, permit)
-        })
-        .await
-        .map_err(|e| VerifyError::Internal(e.to_string()))?;
-        match (token, row) {
-            (Some(t), Some(r)) if matched => {
-                self.remember(&t, r.scopes, revocations);
-                drop(permit);
-                Ok(Principal::key(&t.id, r.scopes))
+        // ends.
+        let (matched, permit) =
+            tokio::task::spawn_blocking(move || (matches_argon2(&secret, &phc), permit))
+                .await
+                .map_err(|e| VerifyError::Internal(e.to_string()))?;
+        if matched {
+            // Cached before the slot is freed, so the next in the queue finds it.
+            self.remember(t, scopes, revocations);
+            let new = hash_secret(&t.secret);
+            // The key is good either way; a failed rewrite only means Argon2 again next time.
+            if let Err(e) = self.store.rehash_key(&t.id, stored, &new).await {
+                tracing::warn!(key = %t.id, error = %e, "could not rewrite a legacy key hash");
             }
-            _ => Err(VerifyError::Invalid),
         }
+        drop(permit);
+        Ok(matched)
     }
 
     fn cached(&self, t: &Token) -> Option<Scopes> {
+        self.recent(t, CACHE_TTL)
+    }
+
+    /// The scopes of `t` if it verified against the database less than `within` ago.
+    fn recent(&self, t: &Token, within: Duration) -> Option<Scopes> {
         let cache = self.cache.lock().ok()?;
         let hit = cache.get(&t.id)?;
         let same: bool = hit.digest.ct_eq(&digest(&t.secret)).into();
-        (same && hit.until > Instant::now()).then_some(hit.scopes)
+        (same && hit.at.elapsed() < within).then_some(hit.scopes)
+    }
+
+    /// Requests let through from memory while the database was unreachable.
+    pub fn outage_hits(&self) -> u64 {
+        self.outage_hits.load(Ordering::Relaxed)
     }
 
     /// Caches a verified key, unless a key was revoked since its row was read (`revocations`
@@ -173,19 +210,20 @@ impl KeyVerifier {
         }
         let now = Instant::now();
         if cache.len() >= CACHE_SWEEP_AT {
-            cache.retain(|_, c| c.until > now);
+            let keep = self.outage_grace.max(CACHE_TTL);
+            cache.retain(|_, c| now.duration_since(c.at) < keep);
         }
         cache.insert(
             t.id.clone(),
             Cached {
                 digest: digest(&t.secret),
                 scopes,
-                until: now + CACHE_TTL,
+                at: now,
             },
         );
     }
 
-    /// How many Argon2 verifications this verifier has run.
+    /// How many Argon2 verifications (of legacy rows) this verifier has run.
     pub fn slow_checks(&self) -> u64 {
         self.slow_checks.load(Ordering::Relaxed)
     }
@@ -210,7 +248,8 @@ mod tests {
     async fn a_check_begun_before_a_revocation_does_not_cache_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}/keys.db", dir.path().display());
-        let verifier = KeyVerifier::new(Store::connect(&url).await.unwrap()).unwrap();
+        let verifier =
+            KeyVerifier::new(Store::connect(&url).await.unwrap(), Duration::ZERO).unwrap();
         let token = Token::generate().unwrap();
         let scopes = Scopes::new([Scope::Read]);
 

@@ -12,7 +12,8 @@ pub struct KeyRow {
     pub id: String,
     pub name: String,
     pub scopes: Scopes,
-    /// Argon2id PHC string.
+    /// `sha256:<hex>` of the secret, or an Argon2id PHC string for a key made before digests
+    /// and not used since (see `auth::token`).
     pub secret_hash: String,
     pub created_at_ms: i64,
     pub revoked_at_ms: Option<i64>,
@@ -99,6 +100,28 @@ pub(super) async fn active_key<B: Backend>(db: &B, id: &str) -> StoreResult<Opti
     .bind(id);
     let row: Option<KeyRecord> = B::fetch_optional(&mut *db.conn().await?, find).await?;
     Ok(row.map(KeyRow::try_from).transpose()?)
+}
+
+/// Replaces a key's stored secret `old` with `new` (a legacy Argon2 hash with its digest);
+/// `false` when the row no longer holds `old` (another replica rewrote it first, or the key
+/// was revoked), which leaves it as it is.
+pub(super) async fn rehash_key<B: Backend>(
+    db: &B,
+    id: &str,
+    old: &str,
+    new: &str,
+) -> StoreResult<bool> {
+    let mut tx = db.begin_write().await?;
+    let rewrite = Stmt::new(
+        "UPDATE api_keys SET secret_hash = $3
+         WHERE id = $1 AND secret_hash = $2 AND revoked_at_ms IS NULL",
+    )
+    .bind(id)
+    .bind(old)
+    .bind(new);
+    let done = B::execute(&mut tx, rewrite).await?;
+    tx.commit().await?;
+    Ok(done == 1)
 }
 
 /// Every key, revoked ones included, oldest first.

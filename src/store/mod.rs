@@ -461,6 +461,11 @@ impl Store {
         dispatch!(self, s => keys::active_key(s, id).await)
     }
 
+    /// Rewrites a legacy Argon2 hash as its digest; see `keys::rehash_key`.
+    pub async fn rehash_key(&self, id: &str, old: &str, new: &str) -> StoreResult<bool> {
+        dispatch!(self, s => keys::rehash_key(s, id, old, new).await)
+    }
+
     pub async fn keys(&self) -> StoreResult<Vec<KeyRow>> {
         dispatch!(self, s => keys::keys(s).await)
     }

@@ -54,13 +54,16 @@ impl SqliteStore {
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            // FULL: a commit is on disk before the 2xx that reports it, power loss included
+            // (NORMAL in WAL mode may lose the last commits on power loss).
+            .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
         let path = options.get_filename();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(sqlx::Error::Io)?;
         }
+        create_owner_only(path)?;
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(10))
@@ -71,6 +74,26 @@ impl SqliteStore {
 
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+}
+
+/// Creates the database file with mode 0600 if it is not there yet: it holds key digests and
+/// webhook state, and SQLite would otherwise create it by the umask (often world-readable).
+/// SQLite gives its `-wal` and `-shm` files the database file's mode. An existing file keeps
+/// its mode: the operator may have chosen it.
+fn create_owner_only(path: &std::path::Path) -> Result<(), sqlx::Error> {
+    let name = path.as_os_str();
+    if name.is_empty() || name == ":memory:" {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(sqlx::Error::Io(e)),
     }
 }
 
@@ -167,5 +190,35 @@ impl Backend for SqliteStore {
 
     async fn announce_revocation(_tx: &mut Tx<Self>, _id: &str) -> StoreResult<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new database file is readable by its owner only, and every connection commits with
+    /// `synchronous=FULL` (2).
+    #[tokio::test]
+    async fn a_new_database_is_owner_only_and_commits_durably() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sub").join("t.db");
+        let store = SqliteStore::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{mode:o}");
+        }
+        for _ in 0..3 {
+            let mut conn = store.pool().acquire().await.unwrap();
+            let (level,): (i64,) = sqlx::query_as("PRAGMA synchronous")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(level, 2);
+        }
     }
 }

@@ -9,7 +9,10 @@ use tokio::io::AsyncWriteExt;
 use crate::common::{Backend, TestApp, TestDb, assert_problem, client_with_key, serve_config};
 use crate::http_pools::create_pool;
 use crate::on_both_backends;
+use trainscaler::auth::scope::{Scope, Scopes};
+use trainscaler::auth::token::Token;
 use trainscaler::auth::webhook_signature::sign;
+use trainscaler::store::KeyRow;
 
 const POOL: &str = r#"{"provider": "aws", "region": "us-east-1", "instance_types": ["g4dn.12xlarge"], "max_workers": 4}"#;
 
@@ -105,7 +108,11 @@ async fn every_route_needs_the_scope_it_documents(backend: Backend) {
         // A read key passes reads and is refused everything else, with 403.
         let r = send(&read, &method, app.url(&url)).await;
         let needs = op["description"].as_str().unwrap_or("");
-        if method == reqwest::Method::GET {
+        if method == reqwest::Method::GET && path.starts_with("/v1/keys") {
+            // Keys are for admins, even to look at.
+            assert!(needs.contains("`admin` scope"), "{path}: {needs}");
+            assert_problem(r, 403, "Authorization").await;
+        } else if method == reqwest::Method::GET {
             assert!(needs.contains("`read` scope"), "{path}: {needs}");
             assert!(
                 ![401, 403].contains(&r.status().as_u16()),
@@ -127,7 +134,7 @@ async fn every_route_needs_the_scope_it_documents(backend: Backend) {
     assert_eq!(open, ["/healthz", "/readyz"]);
 }
 
-async fn every_kind_of_bad_key_gets_the_same_answer_and_the_same_work(backend: Backend) {
+async fn every_kind_of_bad_key_gets_the_same_answer_and_no_slow_hash(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let (token, id) = make_key(&app, &["read"]).await;
     assert!(app.get("/v1/pools").await.status().is_success());
@@ -147,8 +154,8 @@ async fn every_kind_of_bad_key_gets_the_same_answer_and_the_same_work(backend: B
             .await
             .unwrap();
         assert_eq!(r.status(), 401, "{bad}");
-        // Each refusal ran exactly one Argon2 verification, whether or not the id exists.
-        assert_eq!(app.state.auth.slow_checks(), before + 1, "{bad}");
+        // No refusal runs Argon2 (19 MiB and tens of milliseconds each, before digests).
+        assert_eq!(app.state.auth.slow_checks(), before, "{bad}");
         bodies.push(r.text().await.unwrap());
     }
     assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:?}");
@@ -201,7 +208,10 @@ async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
         !text.contains(&token[20..]),
         "no secret in the list: {text}"
     );
-    assert!(!text.contains("argon2"), "no hash in the list: {text}");
+    assert!(
+        !text.contains("argon2") && !text.contains("sha256"),
+        "no hash in the list: {text}"
+    );
     let keys = list["items"].as_array().unwrap();
     assert_eq!(keys.len(), 2, "{list}");
     assert_eq!(keys[0]["scopes"], json!(["admin"]));
@@ -216,6 +226,9 @@ async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
         .send()
         .await
         .unwrap();
+    assert_problem(r, 403, "Authorization").await;
+    // Only admin keys see the key list, even with every other scope.
+    let r = decider.get(app.url("/v1/keys")).send().await.unwrap();
     assert_problem(r, 403, "Authorization").await;
     // Revoked: refused at once on this replica.
     assert_eq!(revoke_key(&app, &id).await.status(), 204);
@@ -561,14 +574,83 @@ async fn the_fleet_page_asks_browsers_for_the_key_as_a_password(backend: Backend
     }
 }
 
-/// A burst of requests with a key not in the cache (new, or expired under load) pays at most
-/// one Argon2 verification per hashing slot, not one per request: those that waited for a slot
-/// find the key already verified.
-async fn a_burst_with_an_uncached_key_verifies_it_a_few_times_not_once_per_request(
-    backend: Backend,
-) {
+/// A key row as the code before digests stored it: an Argon2id PHC string of the secret.
+async fn store_legacy_key(app: &TestApp, scopes: &[Scope]) -> (String, String, String) {
+    use argon2::password_hash::{PasswordHasher, SaltString};
+    let token = Token::generate().unwrap();
+    let params = argon2::Params::new(19 * 1024, 2, 1, None).unwrap();
+    let salt = SaltString::encode_b64(&[3u8; 16]).unwrap();
+    let phc = argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params)
+        .hash_password(token.secret.as_bytes(), &salt)
+        .unwrap()
+        .to_string();
+    let row = KeyRow {
+        id: token.id.clone(),
+        name: "legacy".into(),
+        scopes: Scopes::new(scopes.iter().copied()),
+        secret_hash: phc.clone(),
+        created_at_ms: 1,
+        revoked_at_ms: None,
+    };
+    app.state.store.create_key(&row).await.unwrap();
+    (token.to_bearer(), token.id, phc)
+}
+
+/// Keys made before digests keep working without being re-issued: the first success pays
+/// Argon2 once and rewrites the row as `sha256:`; a wrong secret for it is refused and
+/// leaves the row alone.
+async fn a_key_stored_with_argon2_still_works_and_is_rewritten_as_a_digest(backend: Backend) {
     let app = TestApp::spawn_empty(backend).await;
-    let (token, _) = make_key(&app, &["read"]).await;
+    let (token, id, phc) = store_legacy_key(&app, &[Scope::Read]).await;
+    let wrong = format!("tsk_{id}_{}", "0".repeat(64));
+    let r = client_with_key(&wrong)
+        .get(app.url("/v1/pools"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let row = app.state.store.active_key(&id).await.unwrap().unwrap();
+    assert_eq!(row.secret_hash, phc, "a refusal rewrote the row");
+
+    let before = app.state.auth.slow_checks();
+    let r = client_with_key(&token)
+        .get(app.url("/v1/pools"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(app.state.auth.slow_checks(), before + 1);
+    let row = app.state.store.active_key(&id).await.unwrap().unwrap();
+    assert_eq!(
+        row.secret_hash,
+        trainscaler::auth::token::hash_secret(&Token::parse(&token).unwrap().secret)
+    );
+    assert_eq!(row.scopes, Scopes::new([Scope::Read]));
+    // A replica that never cached it verifies the digest: no Argon2 there.
+    let other = TestApp::spawn_on(Arc::clone(&app.db), true).await;
+    let r = client_with_key(&token)
+        .get(other.url("/v1/pools"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(other.state.auth.slow_checks(), 0);
+    // Its scopes still bind: read only.
+    let r = client_with_key(&token)
+        .post(other.url("/v1/keys"))
+        .json(&json!({"name": "x", "scopes": ["read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(r, 403, "Authorization").await;
+}
+
+/// A burst of requests with a legacy (Argon2) key not yet verified pays at most one Argon2
+/// verification per hashing slot, not one per request: those that waited for a slot find the
+/// key already verified.
+async fn a_burst_with_a_legacy_key_verifies_it_a_few_times_not_once_per_request(backend: Backend) {
+    let app = TestApp::spawn_empty(backend).await;
+    let (token, _, _) = store_legacy_key(&app, &[Scope::Read]).await;
     let client = client_with_key(&token);
     let before = app.state.auth.slow_checks();
     let burst = (0..32).map(|_| {
@@ -583,14 +665,15 @@ async fn a_burst_with_an_uncached_key_verifies_it_a_few_times_not_once_per_reque
     let checks = app.state.auth.slow_checks() - before;
     assert!(
         (1..=trainscaler::auth::verifier::MAX_CONCURRENT_HASHES as u64).contains(&checks),
-        "32 requests with one new key ran {checks} Argon2 verifications"
+        "32 requests with one legacy key ran {checks} Argon2 verifications"
     );
 }
 
 on_both_backends!(
     the_fleet_page_asks_browsers_for_the_key_as_a_password,
     every_route_needs_the_scope_it_documents,
-    every_kind_of_bad_key_gets_the_same_answer_and_the_same_work,
+    every_kind_of_bad_key_gets_the_same_answer_and_no_slow_hash,
+    a_key_stored_with_argon2_still_works_and_is_rewritten_as_a_digest,
     keys_are_made_listed_and_revoked_over_http,
     a_key_from_the_command_line_works_on_the_running_server,
     only_the_first_start_makes_a_key,
@@ -599,7 +682,7 @@ on_both_backends!(
     signed_webhooks_are_accepted_inside_the_window_only,
     ingestion_is_rate_limited_per_key,
     requests_past_the_concurrency_limit_are_shed_with_retry_after,
-    a_burst_with_an_uncached_key_verifies_it_a_few_times_not_once_per_request,
+    a_burst_with_a_legacy_key_verifies_it_a_few_times_not_once_per_request,
 );
 
 /// A key revoked on one replica is refused by another that has it cached, well before the

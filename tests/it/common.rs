@@ -174,6 +174,7 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         max_concurrent_requests: 512,
         ingest_rate_per_sec: 0,
         ingest_burst: 100,
+        auth_outage_grace_sec: 300,
         idempotency_ttl_sec: 86_400,
         tls_cert: None,
         tls_key: None,

@@ -109,4 +109,81 @@ async fn metrics_answer_in_the_format_the_scraper_asks_for(backend: Backend) {
     assert!(header_text(&r, "content-type").starts_with("application/openmetrics-text"));
 }
 
-on_both_backends!(metrics_answer_in_the_format_the_scraper_asks_for);
+/// The label sets of the HTTP latency histogram and the decision counter in `text`.
+fn series(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("trainscaler_http_request_duration_seconds_count{")
+                || l.starts_with("trainscaler_decisions_total{")
+        })
+        .filter_map(|l| l.split_once(' ').map(|(s, _)| s.to_string()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Sends `n` requests with made-up methods and paths, without a key and with the admin key.
+async fn flood(app: &TestApp, tag: &str, n: usize) {
+    let anonymous = reqwest::Client::new();
+    for i in 0..n {
+        let method = reqwest::Method::from_bytes(format!("M{tag}X{i}").as_bytes()).unwrap();
+        let path = format!("/v1/{tag}/{i}");
+        for client in [&anonymous, &app.client] {
+            let r = client
+                .request(method.clone(), app.url(&path))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_client_error(), "{}", r.status());
+            let r = client.get(app.url(&path)).send().await.unwrap();
+            assert!(r.status().is_client_error(), "{}", r.status());
+            let r = client
+                .request(method.clone(), app.url("/v1/pools"))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_client_error(), "{}", r.status());
+        }
+    }
+}
+
+/// Made-up methods end up as `other` and made-up paths add nothing: a second flood with new ones
+/// adds no series, and no label carries what a client sent. A deleted pool's decision series
+/// go at the next scrape.
+async fn random_methods_and_paths_do_not_grow_metrics(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_pool(&app, "gpu-t4", &t4_policy()).await;
+    let r = app.post_json("/decide", &json!({"pool": "gpu-t4"})).await;
+    assert_eq!(r.status(), 200);
+    // A first scrape, so that the scrape's own series is there before either flood.
+    assert_eq!(app.get("/metrics").await.status(), 200);
+    flood(&app, "a", 20).await;
+    let first = series(&app.get("/metrics").await.text().await.unwrap());
+    flood(&app, "b", 20).await;
+    let text = app.get("/metrics").await.text().await.unwrap();
+    let second = series(&text);
+    assert_eq!(first, second, "a second flood added series");
+    assert!(!text.contains("MaX") && !text.contains("MbX"), "{text}");
+    assert!(
+        !text.contains("/v1/a/") && !text.contains("/v1/b/"),
+        "{text}"
+    );
+    assert!(text.contains("method=\"other\""), "{text}");
+    assert!(text.contains("pool=\"gpu-t4\""), "{text}");
+
+    let r = app
+        .client
+        .delete(app.url("/v1/pools/gpu-t4"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let text = app.get("/metrics").await.text().await.unwrap();
+    assert!(!text.contains("pool=\"gpu-t4\""), "{text}");
+}
+
+on_both_backends!(
+    metrics_answer_in_the_format_the_scraper_asks_for,
+    random_methods_and_paths_do_not_grow_metrics,
+);

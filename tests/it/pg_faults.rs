@@ -539,3 +539,67 @@ async fn a_partitioned_leader_steps_down_before_the_other_leads_and_rejoins_as_f
     );
     let _ = stop_a_tx.send(true);
 }
+
+/// A PostgreSQL outage does not lock out keys verified shortly before it: past the cache's
+/// lifetime they keep reading from memory (`/v1/offerings`) within the outage grace, while a
+/// key never seen here gets 503 (not 401: nobody can tell), and writes still answer 503 with
+/// `Retry-After`. A key revoked on another replica during the outage is refused once this
+/// replica's database answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_verified_before_an_outage_keep_reading_during_it() {
+    let (proxy, app, other) = replica_behind_a_proxy().await;
+    let (kept, _) = make_key(&other, &["read"]).await;
+    let (revoked, revoked_id) = make_key(&other, &["read"]).await;
+    let (unseen, _) = make_key(&other, &["read"]).await;
+    let offerings = |token: &str| {
+        let req = client_with_key(token)
+            .get(app.url("/v1/offerings?limit=1"))
+            .timeout(Duration::from_secs(20))
+            .send();
+        async move { req.await.expect("an answer").status().as_u16() }
+    };
+    for token in [&kept, &revoked] {
+        assert_eq!(offerings(token).await, 200);
+    }
+    let verified = Instant::now();
+    let hits_before = app.state.auth.outage_hits();
+
+    proxy.cut();
+    assert_eq!(revoke_key(&other, &revoked_id).await.status(), 204);
+    // Past the cache's lifetime, so the key must come from the outage grace, not the cache.
+    while verified.elapsed() < trainscaler::auth::verifier::CACHE_TTL + Duration::from_secs(1) {
+        assert_eq!(
+            offerings(&kept).await,
+            200,
+            "after {:?}",
+            verified.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(offerings(&kept).await, 200);
+    assert!(app.state.auth.outage_hits() > hits_before);
+    let r = client_with_key(&unseen)
+        .get(app.url("/v1/offerings?limit=1"))
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().contains_key("retry-after"));
+    let (status, retry_after) = ingest_one(&app, "during").await;
+    assert_eq!((status, retry_after.is_some()), (503, true));
+
+    proxy.restore();
+    let restored = Instant::now();
+    loop {
+        let (r, k) = (offerings(&revoked).await, offerings(&kept).await);
+        if r == 401 && k == 200 {
+            break;
+        }
+        assert!(
+            restored.elapsed() < Duration::from_secs(30),
+            "after the restore: revoked key {r}, kept key {k}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
