@@ -269,7 +269,9 @@ fn credential(value: &str) -> String {
     String::new()
 }
 
-/// Reads the body (within the ingestion limit), checks its signature, and hands the body on.
+/// Checks the signature's headers (source, timestamp, form), then reads the body (within the
+/// ingestion limit), checks the signature over it, and hands the body on. Nothing of the body
+/// is read for a request its headers already refuse.
 async fn verify_signed(
     auth: &Auth,
     req: Request,
@@ -278,12 +280,18 @@ async fn verify_signed(
     let source = header_text(&req, SOURCE_HEADER)?;
     let timestamp = header_text(&req, TIMESTAMP_HEADER)?;
     let signature = header_text(&req, SIGNATURE_HEADER)?;
-    let (parts, body) = req.into_parts();
-    let bytes = read_limited(body, body_limit).await?;
+    let refused = |e: crate::auth::webhook_signature::SignatureError| {
+        ApiError::bad_signature(e.header(), e.to_string())
+    };
     let now_secs = crate::timefmt::now_ms() / 1000;
     auth.webhooks
+        .check_headers(&source, &timestamp, &signature, now_secs)
+        .map_err(refused)?;
+    let (parts, body) = req.into_parts();
+    let bytes = read_limited(body, body_limit).await?;
+    auth.webhooks
         .verify(&source, &timestamp, &signature, &bytes, now_secs)
-        .map_err(|e| ApiError::bad_signature(e.header(), e.to_string()))?;
+        .map_err(refused)?;
     let principal = Principal {
         name: format!("webhook:{source}"),
         scopes: Scopes::new([Scope::Ingest]),

@@ -427,20 +427,32 @@ pub async fn post_declaring_length(
     content_type: &str,
     content_length: usize,
 ) -> (u16, String, serde_json::Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    let mut stream = tokio::net::TcpStream::connect(app.addr)
-        .await
-        .expect("connect");
     let authorization = app
         .db
         .admin_token
         .get()
         .map(|t| format!("authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
+    post_head_only(app, path, content_type, &authorization, content_length).await
+}
+
+/// Sends only the head of a POST declaring `content_length` bytes (with `extra_headers`, each
+/// ending in CRLF) and waits for the answer: the server must answer without the body.
+pub async fn post_head_only(
+    app: &TestApp,
+    path: &str,
+    content_type: &str,
+    extra_headers: &str,
+    content_length: usize,
+) -> (u16, String, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut stream = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
     let head = format!(
         "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {content_type}\r\n\
-         {authorization}content-length: {content_length}\r\n\r\n",
+         {extra_headers}content-length: {content_length}\r\n\r\n",
         app.addr
     );
     stream.write_all(head.as_bytes()).await.expect("write head");
