@@ -111,9 +111,21 @@ pub struct ServeConfig {
     )]
     pub remote_write_worker_label: String,
 
-    /// Address and port of the gRPC server (KEDA's external scaler).
-    #[arg(long, env = "TRAINSCALER_GRPC_BIND", default_value = "0.0.0.0:9090")]
+    /// Address and port of the gRPC server (KEDA's external scaler). Loopback by default: on
+    /// any other address the port needs mutual TLS (`TRAINSCALER_GRPC_CLIENT_CA`) or
+    /// `--grpc-insecure`.
+    #[arg(long, env = "TRAINSCALER_GRPC_BIND", default_value = "127.0.0.1:9090")]
     pub grpc_bind: SocketAddr,
+
+    /// Serve gRPC on a non-loopback address without client certificates: anyone who can reach
+    /// the port may ask for (and so commit) pool decisions. For networks that already admit
+    /// only KEDA; the server logs a warning at start.
+    #[arg(long, env = "TRAINSCALER_GRPC_INSECURE", default_value_t = false)]
+    pub grpc_insecure: bool,
+
+    /// Most `StreamIsActive` streams open at once; past it a new one gets RESOURCE_EXHAUSTED.
+    #[arg(long, env = "TRAINSCALER_GRPC_MAX_STREAMS", default_value_t = 256)]
+    pub grpc_max_streams: usize,
 
     /// PEM certificate chain for TLS on the gRPC port (with the key; default plaintext).
     #[arg(long, env = "TRAINSCALER_GRPC_TLS_CERT")]

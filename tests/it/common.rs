@@ -156,6 +156,8 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         grpc_tls_cert: None,
         grpc_tls_key: None,
         grpc_client_ca: None,
+        grpc_insecure: false,
+        grpc_max_streams: 256,
         reconcile_interval_sec: 15,
         reconcile: false,
         leader_lease_sec: 15,
