@@ -58,6 +58,8 @@ pub struct AppState {
     pub ingest_body_limits: IngestBodyLimits,
     /// Permits for open `StreamIsActive` streams, one each (`TRAINSCALER_GRPC_MAX_STREAMS`).
     pub grpc_streams: Arc<tokio::sync::Semaphore>,
+    /// Which pools' dropped samples were logged already.
+    pub drop_log: Arc<crate::ingest::limits::DropLog>,
 }
 
 /// The body limits of the routes that need the `ingest` scope: the webhooks have their own,
@@ -200,6 +202,7 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
             json: serve.max_body_bytes,
             webhooks: serve.max_ingest_bytes,
         },
+        drop_log: Arc::default(),
         grpc_streams: Arc::new(tokio::sync::Semaphore::new(
             serve
                 .grpc_max_streams

@@ -262,6 +262,15 @@ pub struct ServeConfig {
     #[arg(long, env = "TRAINSCALER_INGEST_BURST", default_value_t = 100)]
     pub ingest_burst: u32,
 
+    /// Samples per second each API key (or webhook source) may store, on average, with one
+    /// second's worth at once; 0 for no limit. Each replica counts its own.
+    #[arg(
+        long,
+        env = "TRAINSCALER_INGEST_SAMPLES_PER_SEC",
+        default_value_t = 100_000
+    )]
+    pub ingest_samples_per_sec: u32,
+
     /// Seconds an ingestion batch's `Idempotency-Key` is remembered: a retry within this long
     /// gets the first answer again instead of writing again.
     #[arg(

@@ -64,6 +64,8 @@ pub struct Auth {
     pubsub: Option<PushAuth>,
     metrics_public: bool,
     limiter: Option<DefaultKeyedRateLimiter<String>>,
+    /// Samples per key, beside requests: one request may carry a great many.
+    sample_limiter: Option<(DefaultKeyedRateLimiter<String>, NonZeroU32)>,
 }
 
 impl Auth {
@@ -94,12 +96,19 @@ impl Auth {
             let burst = NonZeroU32::new(serve.ingest_burst).unwrap_or(rate);
             DefaultKeyedRateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
         });
+        let sample_limiter = NonZeroU32::new(serve.ingest_samples_per_sec).map(|rate| {
+            (
+                DefaultKeyedRateLimiter::keyed(Quota::per_second(rate)),
+                rate,
+            )
+        });
         Ok(Self {
             verifier,
             webhooks,
             pubsub,
             metrics_public: serve.metrics_public,
             limiter,
+            sample_limiter,
         })
     }
 
@@ -127,6 +136,36 @@ impl Auth {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64)
         })
+    }
+}
+
+impl Auth {
+    /// Takes `n` samples from the caller's sample budget, or answers 429 (with when to retry)
+    /// or, for more than a second's worth in one request, 413 naming the limit.
+    pub fn check_samples(&self, principal: Option<&Principal>, n: usize) -> Result<(), ApiError> {
+        let (Some((limiter, rate)), Some(principal)) = (&self.sample_limiter, principal) else {
+            return Ok(());
+        };
+        let Some(n) = u32::try_from(n).ok().and_then(NonZeroU32::new) else {
+            return Ok(());
+        };
+        match limiter.check_key_n(&principal.name, n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                Err(ApiError::rate_limited(
+                    wait.as_secs_f64().ceil().max(1.0) as u64
+                ))
+            }
+            Err(_) => Err(ApiError::too_many(
+                "samples",
+                format!(
+                    "the request holds {n} samples; this key may store at most {rate} per \
+                     second (TRAINSCALER_INGEST_SAMPLES_PER_SEC): send smaller batches"
+                ),
+                rate.get() as usize,
+            )),
+        }
     }
 }
 

@@ -176,6 +176,7 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         max_concurrent_requests: 512,
         ingest_rate_per_sec: 0,
         ingest_burst: 100,
+        ingest_samples_per_sec: 0,
         idempotency_ttl_sec: 86_400,
         tls_cert: None,
         tls_key: None,
