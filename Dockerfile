@@ -48,8 +48,11 @@ COPY --from=builder /src/target/release/trainscaler /usr/local/bin/trainscaler
 USER 10001:10001
 WORKDIR /var/lib/trainscaler
 
+# gRPC carries no API key: it stays on the container's loopback until it is given mutual TLS
+# (TRAINSCALER_GRPC_CLIENT_CA) or told TRAINSCALER_GRPC_INSECURE=true with
+# TRAINSCALER_GRPC_BIND=0.0.0.0:9090, as deploy/k8s and the Helm chart do.
 ENV TRAINSCALER_BIND=0.0.0.0:8080 \
-    TRAINSCALER_GRPC_BIND=0.0.0.0:9090
+    TRAINSCALER_GRPC_BIND=127.0.0.1:9090
 # 8080: HTTP API; 9090: gRPC (KEDA external scaler).
 EXPOSE 8080 9090
 

@@ -56,6 +56,10 @@ pub struct AppState {
     /// Body limits of the ingestion routes, for the middleware that reads their bodies before
     /// the route's own limit layer does (signatures, idempotency keys).
     pub ingest_body_limits: IngestBodyLimits,
+    /// Permits for open `StreamIsActive` streams, one each (`TRAINSCALER_GRPC_MAX_STREAMS`).
+    pub grpc_streams: Arc<tokio::sync::Semaphore>,
+    /// Which pools' dropped samples were logged already.
+    pub drop_log: Arc<crate::ingest::limits::DropLog>,
 }
 
 /// The body limits of the routes that need the `ingest` scope: the webhooks have their own,
@@ -198,6 +202,12 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
             json: serve.max_body_bytes,
             webhooks: serve.max_ingest_bytes,
         },
+        drop_log: Arc::default(),
+        grpc_streams: Arc::new(tokio::sync::Semaphore::new(
+            serve
+                .grpc_max_streams
+                .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+        )),
     })
 }
 

@@ -111,9 +111,21 @@ pub struct ServeConfig {
     )]
     pub remote_write_worker_label: String,
 
-    /// Address and port of the gRPC server (KEDA's external scaler).
-    #[arg(long, env = "TRAINSCALER_GRPC_BIND", default_value = "0.0.0.0:9090")]
+    /// Address and port of the gRPC server (KEDA's external scaler). Loopback by default: on
+    /// any other address the port needs mutual TLS (`TRAINSCALER_GRPC_CLIENT_CA`) or
+    /// `--grpc-insecure`.
+    #[arg(long, env = "TRAINSCALER_GRPC_BIND", default_value = "127.0.0.1:9090")]
     pub grpc_bind: SocketAddr,
+
+    /// Serve gRPC on a non-loopback address without client certificates: anyone who can reach
+    /// the port may ask for (and so commit) pool decisions. For networks that already admit
+    /// only KEDA; the server logs a warning at start.
+    #[arg(long, env = "TRAINSCALER_GRPC_INSECURE", default_value_t = false)]
+    pub grpc_insecure: bool,
+
+    /// Most `StreamIsActive` streams open at once; past it a new one gets RESOURCE_EXHAUSTED.
+    #[arg(long, env = "TRAINSCALER_GRPC_MAX_STREAMS", default_value_t = 256)]
+    pub grpc_max_streams: usize,
 
     /// PEM certificate chain for TLS on the gRPC port (with the key; default plaintext).
     #[arg(long, env = "TRAINSCALER_GRPC_TLS_CERT")]
@@ -255,6 +267,15 @@ pub struct ServeConfig {
     /// Ingestion requests a key may send at once above its rate.
     #[arg(long, env = "TRAINSCALER_INGEST_BURST", default_value_t = 100)]
     pub ingest_burst: u32,
+
+    /// Samples per second each API key (or webhook source) may store, on average, with one
+    /// second's worth at once; 0 for no limit. Each replica counts its own.
+    #[arg(
+        long,
+        env = "TRAINSCALER_INGEST_SAMPLES_PER_SEC",
+        default_value_t = 100_000
+    )]
+    pub ingest_samples_per_sec: u32,
 
     /// Seconds an ingestion batch's `Idempotency-Key` is remembered: a retry within this long
     /// gets the first answer again instead of writing again.

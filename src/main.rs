@@ -125,6 +125,8 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         tls = serve.tls_cert.is_some(),
         grpc_tls = serve.grpc_tls_cert.is_some() || serve.tls_cert.is_some(),
         grpc_mtls = serve.grpc_client_ca.is_some(),
+        grpc_insecure = serve.grpc_insecure,
+        grpc_max_streams = serve.grpc_max_streams,
         auth = !serve.insecure_no_auth,
         max_concurrent_requests = serve.max_concurrent_requests,
         ingest_rate_per_sec = serve.ingest_rate_per_sec,
@@ -138,6 +140,17 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         no_seed = serve.no_seed,
         "effective configuration"
     );
+    if trainscaler::keda::server::check_exposure(
+        serve.grpc_bind,
+        serve.grpc_client_ca.is_some(),
+        serve.grpc_insecure,
+    )? {
+        tracing::warn!(
+            grpc_bind = %serve.grpc_bind,
+            "gRPC IS UNAUTHENTICATED (TRAINSCALER_GRPC_INSECURE): anyone who can reach this \
+             port can ask for pool decisions, which commits them, and learn pool names"
+        );
+    }
     // The gRPC port has its own certificate when given one, and the HTTP port's otherwise.
     let (grpc_cert, grpc_key) = match (&serve.grpc_tls_cert, &serve.grpc_tls_key) {
         (None, None) => (serve.tls_cert.as_deref(), serve.tls_key.as_deref()),

@@ -33,6 +33,11 @@ pub struct DecisionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SourceLabels {
     pub source: &'static str,
 }
@@ -83,6 +88,8 @@ pub struct Metrics {
     pub http: Family<HttpLabels, Histogram>,
     pub decisions: Family<DecisionLabels, Counter>,
     pub samples: Family<SourceLabels, Counter>,
+    /// Samples that arrived and were not stored, by [`crate::ingest::limits::DropReason`].
+    pub samples_dropped: Family<ReasonLabels, Counter>,
     pub cloud_events: Family<KindLabels, Counter>,
     /// Open KEDA `StreamIsActive` subscriptions on this replica.
     pub keda_streams: Gauge,
@@ -131,6 +138,12 @@ impl Default for Metrics {
             "samples_ingested",
             "Metric samples accepted, by source",
             samples.clone(),
+        );
+        let samples_dropped = Family::default();
+        registry.register(
+            "samples_dropped",
+            "Metric samples that arrived and were not stored, by reason",
+            samples_dropped.clone(),
         );
         let cloud_events = Family::default();
         registry.register(
@@ -208,6 +221,7 @@ impl Default for Metrics {
             http,
             decisions,
             samples,
+            samples_dropped,
             cloud_events,
             keda_streams,
             provider_calls,

@@ -68,6 +68,8 @@ pub struct Auth {
     pubsub: Option<PushAuth>,
     metrics_public: bool,
     limiter: Option<DefaultKeyedRateLimiter<String>>,
+    /// Samples per key, beside requests: one request may carry a great many.
+    sample_limiter: Option<(DefaultKeyedRateLimiter<String>, NonZeroU32)>,
 }
 
 impl Auth {
@@ -101,12 +103,19 @@ impl Auth {
             let burst = NonZeroU32::new(serve.ingest_burst).unwrap_or(rate);
             DefaultKeyedRateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
         });
+        let sample_limiter = NonZeroU32::new(serve.ingest_samples_per_sec).map(|rate| {
+            (
+                DefaultKeyedRateLimiter::keyed(Quota::per_second(rate)),
+                rate,
+            )
+        });
         Ok(Self {
             verifier,
             webhooks,
             pubsub,
             metrics_public: serve.metrics_public,
             limiter,
+            sample_limiter,
         })
     }
 
@@ -139,6 +148,36 @@ impl Auth {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64)
         })
+    }
+}
+
+impl Auth {
+    /// Takes `n` samples from the caller's sample budget, or answers 429 (with when to retry)
+    /// or, for more than a second's worth in one request, 413 naming the limit.
+    pub fn check_samples(&self, principal: Option<&Principal>, n: usize) -> Result<(), ApiError> {
+        let (Some((limiter, rate)), Some(principal)) = (&self.sample_limiter, principal) else {
+            return Ok(());
+        };
+        let Some(n) = u32::try_from(n).ok().and_then(NonZeroU32::new) else {
+            return Ok(());
+        };
+        match limiter.check_key_n(&principal.name, n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                Err(ApiError::rate_limited(
+                    wait.as_secs_f64().ceil().max(1.0) as u64
+                ))
+            }
+            Err(_) => Err(ApiError::too_many(
+                "samples",
+                format!(
+                    "the request holds {n} samples; this key may store at most {rate} per \
+                     second (TRAINSCALER_INGEST_SAMPLES_PER_SEC): send smaller batches"
+                ),
+                rate.get() as usize,
+            )),
+        }
     }
 }
 
@@ -281,7 +320,9 @@ fn credential(value: &str) -> String {
     String::new()
 }
 
-/// Reads the body (within the ingestion limit), checks its signature, and hands the body on.
+/// Checks the signature's headers (source, timestamp, form), then reads the body (within the
+/// ingestion limit), checks the signature over it, and hands the body on. Nothing of the body
+/// is read for a request its headers already refuse.
 async fn verify_signed(
     auth: &Auth,
     req: Request,
@@ -290,12 +331,18 @@ async fn verify_signed(
     let source = header_text(&req, SOURCE_HEADER)?;
     let timestamp = header_text(&req, TIMESTAMP_HEADER)?;
     let signature = header_text(&req, SIGNATURE_HEADER)?;
-    let (parts, body) = req.into_parts();
-    let bytes = read_limited(body, body_limit).await?;
+    let refused = |e: crate::auth::webhook_signature::SignatureError| {
+        ApiError::bad_signature(e.header(), e.to_string())
+    };
     let now_secs = crate::timefmt::now_ms() / 1000;
     auth.webhooks
+        .check_headers(&source, &timestamp, &signature, now_secs)
+        .map_err(refused)?;
+    let (parts, body) = req.into_parts();
+    let bytes = read_limited(body, body_limit).await?;
+    auth.webhooks
         .verify(&source, &timestamp, &signature, &bytes, now_secs)
-        .map_err(|e| ApiError::bad_signature(e.header(), e.to_string()))?;
+        .map_err(refused)?;
     let principal = Principal {
         name: format!("webhook:{source}"),
         scopes: Scopes::new([Scope::Ingest]),

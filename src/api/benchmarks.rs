@@ -13,6 +13,10 @@ use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, ApiQuery, parse_param};
 use super::idempotency::{Claim, json_answer, once};
 use super::list::page;
+
+/// Most steps a benchmark may state or a plan may ask for: a billion fixed steps is far beyond
+/// any measurement run, and keeps step counts exact in every number type they pass through.
+pub const MAX_STEPS: i64 = 1_000_000_000;
 use super::offerings::{CatalogProvider, known_provider, snapshot};
 use crate::app::AppState;
 use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
@@ -44,7 +48,7 @@ pub struct BenchmarkIn {
     pub gpus: u32,
     #[schema(minimum = 1, maximum = 1024, example = 1)]
     pub nodes: u32,
-    #[schema(minimum = 1, example = 1000)]
+    #[schema(minimum = 1, maximum = 1000000000, example = 1000)]
     pub steps: Option<i64>,
     #[schema(exclusive_minimum = 0, example = 512.0)]
     pub samples_per_sec: Option<f64>,
@@ -104,8 +108,8 @@ fn validate(b: BenchmarkIn, catalog: &CatalogSnapshot) -> Result<Benchmark, ApiE
     if b.nodes == 0 {
         fail("nodes", "must be at least 1");
     }
-    if b.steps.is_some_and(|s| s <= 0) {
-        fail("steps", "must be at least 1");
+    if b.steps.is_some_and(|s| !(1..=MAX_STEPS).contains(&s)) {
+        fail("steps", &format!("must be from 1 to {MAX_STEPS}"));
     }
     let positive = |v: Option<f64>| v.is_none_or(|x| x.is_finite() && x > 0.0);
     if !positive(b.samples_per_sec) {
@@ -188,10 +192,11 @@ pub struct BenchmarkParams {
     /// Scaling efficiency below which a size is flagged communication-bound (default 0.8).
     #[param(value_type = Option<f64>)]
     communication_bound_below: Option<String>,
-    /// Page size, 1 to 500 (default 100).
+    /// Page size, 1 to 500 (default 100); not empty.
     #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
     limit: Option<String>,
-    /// The `next` value of the previous page.
+    /// The `next` value of the previous page; omit it (do not send it empty) for the first.
+    #[param(min_length = 1)]
     cursor: Option<String>,
 }
 
@@ -250,7 +255,7 @@ pub async fn list_benchmarks(
 pub struct PlanRequest {
     pub job: JobIn,
     /// Fixed steps to run at each size (default 1000).
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 1000000000)]
     pub steps: Option<u32>,
 }
 
@@ -274,8 +279,11 @@ pub async fn plan_benchmarks(
     ApiJson(request): ApiJson<PlanRequest>,
 ) -> Result<Json<PlanResponse>, ApiError> {
     let steps = request.steps.unwrap_or(1000);
-    if steps == 0 {
-        return Err(ApiError::invalid("steps", "must be at least 1"));
+    if !(1..=MAX_STEPS).contains(&i64::from(steps)) {
+        return Err(ApiError::invalid(
+            "steps",
+            format!("must be from 1 to {MAX_STEPS}"),
+        ));
     }
     let catalog = snapshot(&state)?;
     let job = parse_job(request.job, &catalog)?;

@@ -239,6 +239,12 @@ impl ApiError {
             .with_field("body", "is too large")
     }
 
+    /// 413: the body holds more of something (series, samples) than one request may.
+    pub fn too_many(field: &str, detail: impl Into<String>, limit: usize) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", detail)
+            .with_field(field, format!("at most {limit} per request"))
+    }
+
     /// 503: the database cannot be reached, or is shutting down or starting. Nothing was
     /// acknowledged; every write is idempotent, so sending the same request again is safe.
     pub fn database_unavailable() -> Self {

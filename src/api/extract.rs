@@ -135,6 +135,13 @@ pub fn content_type_is(headers: &axum::http::HeaderMap, accepts: impl Fn(&str) -
 
 /// The `limit` parameter: `default` when absent, otherwise 1..=`max`.
 pub fn parse_limit(value: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
+    // `limit=` says nothing; the spec's `minimum: 1` does not admit it, so neither does this.
+    if value == Some("") {
+        return Err(ApiError::invalid(
+            "limit",
+            format!("must be a whole number from 1 to {max}, not empty; omit it for {default}"),
+        ));
+    }
     match parse_param::<usize>("limit", value, "a whole number")? {
         None => Ok(default),
         Some(n) if (1..=max).contains(&n) => Ok(n),

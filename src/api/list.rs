@@ -17,7 +17,7 @@ use super::extract::parse_limit;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
-    /// Page size, 1 to 500 (default 100).
+    /// Page size, 1 to 500 (default 100); not empty.
     #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
     pub limit: Option<String>,
     /// The `next` value of the previous page.

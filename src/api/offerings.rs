@@ -44,13 +44,14 @@ pub struct OfferingsParams {
     /// Only offerings priced in this market; sorting and `max_price` then use its price.
     #[param(value_type = Option<Market>)]
     market: Option<String>,
-    /// Highest price per instance-hour, USD.
-    #[param(value_type = Option<f64>)]
+    /// Highest price per instance-hour, USD: more than 0, at most 100000.
+    #[param(value_type = Option<f64>, exclusive_minimum = 0, maximum = 100000)]
     max_price: Option<String>,
-    /// Page size, 1 to 1000 (default 100).
+    /// Page size, 1 to 1000 (default 100); not empty.
     #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
-    /// The `next` value of the previous page.
+    /// The `next` value of the previous page; omit it (do not send it empty) for the first.
+    #[param(min_length = 1)]
     cursor: Option<String>,
 }
 
@@ -176,7 +177,8 @@ impl OfferingsParams {
         .transpose()?;
         let limit = parse_limit(self.limit.as_deref(), DEFAULT_PAGE, MAX_PAGE)?;
         let after = match self.cursor.as_deref() {
-            None | Some("") => None,
+            None => None,
+            // An empty cursor is refused like any other the service did not issue.
             Some(token) => {
                 let (price, id) = cursor::decode(token)?;
                 Some(PageCursor { price, id })

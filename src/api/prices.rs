@@ -175,10 +175,11 @@ pub struct HistoryParams {
     from: Option<String>,
     /// Observations before this time (RFC 3339).
     to: Option<String>,
-    /// Page size, 1 to 10000 (default 1000).
+    /// Page size, 1 to 10000 (default 1000); not empty.
     #[param(value_type = Option<u32>, minimum = 1, maximum = 10000)]
     limit: Option<String>,
-    /// The `next` value of the previous page.
+    /// The `next` value of the previous page; omit it (do not send it empty) for the first.
+    #[param(min_length = 1)]
     cursor: Option<String>,
 }
 
@@ -248,12 +249,7 @@ pub async fn price_history(
         return Err(ApiError::invalid("to", "must not be before `from`"));
     }
     let limit = parse_limit(params.limit.as_deref(), 1000, 10_000)?;
-    let after = params
-        .cursor
-        .as_deref()
-        .filter(|c| !c.is_empty())
-        .map(cursor::decode)
-        .transpose()?;
+    let after = params.cursor.as_deref().map(cursor::decode).transpose()?;
     let filter = HistoryFilter {
         provider: params.provider,
         instance_type: params.instance_type.filter(|s| !s.is_empty()),

@@ -17,9 +17,13 @@ use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, content_type_is, read_body};
 use super::idempotency::{Claim, json_answer, once};
 use crate::app::AppState;
+use crate::auth::verifier::Principal;
 use crate::core::policy::Policy;
 use crate::ingest::cloud_events::{self, NoticeError};
-use crate::ingest::remote_write::{self, GPU_MEMORY_USED_GIB, GPU_UTILIZATION, SAMPLE_NAMES};
+use crate::ingest::limits::{
+    self, DropReason, MAX_SAMPLES_PER_REQUEST, MAX_SERIES_PER_REQUEST, MAX_WORKER_LEN,
+};
+use crate::ingest::remote_write::{self, SAMPLE_NAMES};
 use crate::store::{IdempotencyClaim, IngestReport, NewSample, NoticeOutcome, StoredResponse};
 use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
@@ -34,10 +38,14 @@ pub const MAX_NOTICES: usize = 1_000;
 pub struct SampleIn {
     pub pool: String,
     /// The worker the sample is about; omit for pool-level signals (the queue).
+    #[schema(min_length = 1, max_length = 253)]
     pub worker: Option<String>,
     /// `queue_depth`, `pending_jobs`, `running_jobs`, `gpu_utilization` (0 to 1) or
     /// `gpu_memory_used_gib`.
     pub name: String,
+    /// At least 0; counts (`queue_depth`, `pending_jobs`, `running_jobs`) at most 1000000,
+    /// `gpu_utilization` at most 1, `gpu_memory_used_gib` at most 10000.
+    #[schema(minimum = 0, maximum = 1000000)]
     pub value: f64,
     /// When it was measured, RFC 3339; omitted, it is the time the server received the batch.
     /// With pool, worker and name it identifies the sample, so re-sending a sample that
@@ -92,27 +100,19 @@ fn check_sample(
     if s.pool.is_empty() {
         fail("pool", "must not be empty".into());
     }
-    if s.worker.as_deref() == Some("") {
-        fail(
+    match s.worker.as_deref().map(str::len) {
+        Some(0) => fail(
             "worker",
             "must not be empty; omit it for pool-level samples".into(),
-        );
+        ),
+        Some(n) if n > MAX_WORKER_LEN => fail(
+            "worker",
+            format!("is {n} bytes long; at most {MAX_WORKER_LEN}"),
+        ),
+        _ => {}
     }
-    if !s.value.is_finite() || s.value < 0.0 {
-        fail("value", "must be a finite number at least zero".into());
-    } else if name == Some(GPU_UTILIZATION) && s.value > 1.0 {
-        fail(
-            "value",
-            format!(
-                "gpu_utilization is a fraction from 0 to 1, not a percentage ({})",
-                s.value
-            ),
-        );
-    } else if name == Some(GPU_MEMORY_USED_GIB) && s.value > 10_000.0 {
-        fail(
-            "value",
-            "gpu_memory_used_gib is in GiB; at most 10000".into(),
-        );
+    if let Some(problem) = limits::value_problem(name.unwrap_or_default(), s.value) {
+        fail("value", problem);
     }
     // A sender without a clock of its own (a shell script, a cron job) reports "now".
     let at = match &s.at {
@@ -144,6 +144,7 @@ fn check_sample(
     ))]
 pub async fn post_metrics(
     State(state): State<AppState>,
+    principal: Option<axum::Extension<Principal>>,
     claim: Claim,
     ApiJson(batch): ApiJson<SampleBatch>,
 ) -> Result<Json<IngestOut>, ApiError> {
@@ -168,6 +169,9 @@ pub async fn post_metrics(
         errors.truncate(20);
         return Err(ApiError::invalid_fields(errors));
     }
+    state
+        .auth
+        .check_samples(principal.as_deref(), samples.len())?;
     let out = |r: &IngestReport| IngestOut {
         accepted: r.accepted,
         duplicates: r.duplicates,
@@ -201,6 +205,10 @@ pub struct RemoteWriteOut {
     pub skipped_unknown_pool: u64,
     /// Samples with timestamps in the future, dropped.
     pub skipped_future: u64,
+    /// Samples dropped, by reason (`unknown_pool`, `future`, `out_of_range`, `unknown_worker`,
+    /// `too_many_workers`); reasons with none are left out. Also counted in `/metrics` as
+    /// `trainscaler_samples_dropped_total{reason}`.
+    pub dropped: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// Prometheus remote-write 1.0 (snappy-compressed protobuf, as Prometheus, vmagent and the
@@ -212,7 +220,7 @@ pub struct RemoteWriteOut {
     responses(
         (status = 200, description = "Stored", body = RemoteWriteOut),
         (status = 400, description = "Not snappy, not a WriteRequest, or a bad sample value", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large, compressed or decompressed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large, compressed or decompressed, or more than 20000 series or 100000 samples", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not application/x-protobuf", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The database is unavailable; retry", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -221,6 +229,7 @@ pub async fn post_prometheus(
     req: Request,
 ) -> Result<Json<RemoteWriteOut>, ApiError> {
     let claim = req.extensions().get::<IdempotencyClaim>().cloned();
+    let principal = req.extensions().get::<Principal>().cloned();
     if !content_type_is(req.headers(), |t| t == remote_write::CONTENT_TYPE) {
         return Err(ApiError::unsupported_media_type(remote_write::CONTENT_TYPE));
     }
@@ -240,35 +249,79 @@ pub async fn post_prometheus(
             }
             other => ApiError::bad_request("body", other.to_string()),
         })?;
+    let series = request.timeseries.len();
+    if series > MAX_SERIES_PER_REQUEST {
+        return Err(ApiError::too_many(
+            "series",
+            format!(
+                "the request holds {series} series; at most {MAX_SERIES_PER_REQUEST} per \
+                 request (lower queue_config.max_samples_per_send)"
+            ),
+            MAX_SERIES_PER_REQUEST,
+        ));
+    }
+    let sample_count: usize = request.timeseries.iter().map(|t| t.samples.len()).sum();
+    if sample_count > MAX_SAMPLES_PER_REQUEST {
+        return Err(ApiError::too_many(
+            "samples",
+            format!(
+                "the request holds {sample_count} samples; at most {MAX_SAMPLES_PER_REQUEST} \
+                 per request (lower queue_config.max_samples_per_send)"
+            ),
+            MAX_SAMPLES_PER_REQUEST,
+        ));
+    }
     let mapped = remote_write::map_series(&request, &state.remote_write)
         .map_err(|e| ApiError::bad_request("body", e.to_string()))?;
-    let pools: std::collections::HashSet<String> = state
+    let pools: std::collections::HashMap<String, u32> = state
         .store
         .pools()
         .await?
         .into_iter()
-        .map(|p| p.name)
+        .map(|p| (p.name, p.policy.max_workers))
         .collect();
     let now = now_ms();
-    let (mut unknown_pool, mut future) = (0, 0);
-    let samples: Vec<NewSample> = mapped
-        .samples
-        .into_iter()
-        .filter(|s| {
-            let known = pools.contains(&s.pool);
-            let in_time = check_not_future(s.at_ms, now).is_ok();
-            unknown_pool += u64::from(!known);
-            future += u64::from(known && !in_time);
-            known && in_time
-        })
-        .map(|s| NewSample {
-            pool: s.pool,
-            worker: s.worker.unwrap_or_default(),
-            name: s.name,
-            value: s.value + 0.0,
-            at_ms: s.at_ms,
-        })
-        .collect();
+    let mut sorter = Sorter::default();
+    for sample in mapped.samples {
+        let Some(&max_workers) = pools.get(&sample.pool) else {
+            sorter.drop(DropReason::UnknownPool, "");
+            continue;
+        };
+        if check_not_future(sample.at_ms, now).is_err() {
+            sorter.drop(DropReason::Future, &sample.pool);
+            continue;
+        }
+        if limits::value_problem(sample.name, sample.value).is_some() {
+            sorter.drop(DropReason::OutOfRange, &sample.pool);
+            continue;
+        }
+        if let Some(worker) = &sample.worker {
+            let verdict = sorter.admit_worker(&state, &sample.pool, worker, max_workers, now);
+            if let Some(reason) = verdict.await? {
+                sorter.drop(reason, &sample.pool);
+                continue;
+            }
+        }
+        sorter.kept.push(NewSample {
+            pool: sample.pool,
+            worker: sample.worker.unwrap_or_default(),
+            name: sample.name,
+            value: sample.value + 0.0,
+            at_ms: sample.at_ms,
+        });
+    }
+    sorter.report(
+        &state,
+        mapped.series_skipped_no_pool,
+        mapped.series_skipped_unknown_metric,
+    );
+    state
+        .auth
+        .check_samples(principal.as_ref(), sorter.kept.len())?;
+    let samples = std::mem::take(&mut sorter.kept);
+    let dropped = sorter.by_reason();
+    let unknown_pool = dropped.get("unknown_pool").copied().unwrap_or(0);
+    let future = dropped.get("future").copied().unwrap_or(0);
     // A pool deleted between the check and the write fails the batch: answer 503 so that
     // Prometheus retries it (it drops batches answered 4xx), and the retry skips that pool.
     let out = |r: &IngestReport| RemoteWriteOut {
@@ -279,6 +332,7 @@ pub async fn post_prometheus(
         skipped_unknown_metric: mapped.series_skipped_unknown_metric as u64,
         skipped_unknown_pool: unknown_pool,
         skipped_future: future,
+        dropped: dropped.clone(),
     };
     let respond = |r: &IngestReport| json_answer(StatusCode::OK, &out(r));
     let once = once(claim.as_ref(), &respond);
@@ -305,6 +359,107 @@ pub async fn post_prometheus(
         })
         .inc_by(report.accepted);
     Ok(Json(out(&report)))
+}
+
+/// Sorts a remote-write request's samples into kept and dropped, counting the dropped by
+/// reason and pool.
+#[derive(Default)]
+struct Sorter {
+    kept: Vec<NewSample>,
+    dropped: std::collections::HashMap<(DropReason, String), u64>,
+    /// Per pool: its registered workers, and the workers seen in this request.
+    workers: std::collections::HashMap<
+        String,
+        (
+            std::collections::HashSet<String>,
+            std::collections::HashSet<String>,
+        ),
+    >,
+}
+
+impl Sorter {
+    fn drop(&mut self, reason: DropReason, pool: &str) {
+        *self.dropped.entry((reason, pool.to_string())).or_default() += 1;
+    }
+
+    /// Why a sample about `worker` of `pool` is not kept, if it is not. A pool that has
+    /// registered workers takes samples of those only; a pool that has none (its workers are
+    /// not run by trainscaler) takes at most `max_workers` distinct workers per request, so
+    /// that no request can give it more series than it can have workers.
+    async fn admit_worker(
+        &mut self,
+        state: &AppState,
+        pool: &str,
+        worker: &str,
+        max_workers: u32,
+        now: i64,
+    ) -> Result<Option<DropReason>, ApiError> {
+        if !self.workers.contains_key(pool) {
+            let known = state
+                .store
+                .workers(pool, now)
+                .await?
+                .into_iter()
+                .filter(|w| w.stopped_at_ms.is_none())
+                .map(|w| w.id)
+                .collect();
+            self.workers
+                .insert(pool.to_string(), (known, Default::default()));
+        }
+        let Some((known, seen)) = self.workers.get_mut(pool) else {
+            return Ok(None);
+        };
+        if !known.is_empty() {
+            return Ok(
+                (!limits::worker_belongs(known, worker)).then_some(DropReason::UnknownWorker)
+            );
+        }
+        if seen.contains(worker) {
+            return Ok(None);
+        }
+        if seen.len() >= max_workers.max(1) as usize {
+            return Ok(Some(DropReason::TooManyWorkers));
+        }
+        seen.insert(worker.to_string());
+        Ok(None)
+    }
+
+    /// Counts the dropped samples in `/metrics` and logs each pool and reason the first time.
+    fn report(&self, state: &AppState, no_pool_label: usize, unknown_metric: usize) {
+        let count = |reason: DropReason, n: u64| {
+            if n > 0 {
+                state
+                    .metrics
+                    .samples_dropped
+                    .get_or_create(&crate::metrics::ReasonLabels {
+                        reason: reason.as_str(),
+                    })
+                    .inc_by(n);
+            }
+        };
+        count(DropReason::NoPoolLabel, no_pool_label as u64);
+        count(DropReason::UnknownMetric, unknown_metric as u64);
+        for ((reason, pool), n) in &self.dropped {
+            count(*reason, *n);
+            if state.drop_log.first(pool, *reason) {
+                tracing::warn!(
+                    pool,
+                    reason = reason.as_str(),
+                    samples = n,
+                    "remote-write samples dropped (logged once per pool and reason; \
+                     see trainscaler_samples_dropped_total)"
+                );
+            }
+        }
+    }
+
+    fn by_reason(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for ((reason, _), n) in &self.dropped {
+            *out.entry(reason.as_str()).or_default() += n;
+        }
+        out
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -98,15 +98,17 @@ impl WebhookSecrets {
         self.secrets.is_empty()
     }
 
-    /// Checks one request; `now_secs` is the server's clock.
-    pub fn verify(
+    /// Everything about a request that does not need its body: a known source, a timestamp
+    /// inside the window, a well-formed signature. Checked before the body is read, so that an
+    /// anonymous sender cannot make the server buffer a large body only to be refused.
+    /// Returns the source's secret and the signature's bytes.
+    pub fn check_headers(
         &self,
         source: &str,
         timestamp: &str,
         signature: &str,
-        body: &[u8],
         now_secs: i64,
-    ) -> Result<(), SignatureError> {
+    ) -> Result<(&[u8], Vec<u8>), SignatureError> {
         let secret = self
             .secrets
             .get(source)
@@ -122,6 +124,19 @@ impl WebhookSecrets {
             .filter(|h| h.len() == 64)
             .and_then(|h| hex::decode(h).ok())
             .ok_or(SignatureError::Malformed)?;
+        Ok((secret, expected))
+    }
+
+    /// Checks one request; `now_secs` is the server's clock.
+    pub fn verify(
+        &self,
+        source: &str,
+        timestamp: &str,
+        signature: &str,
+        body: &[u8],
+        now_secs: i64,
+    ) -> Result<(), SignatureError> {
+        let (secret, expected) = self.check_headers(source, timestamp, signature, now_secs)?;
         // verify_slice compares in constant time.
         mac(secret, timestamp, body)
             .verify_slice(&expected)

@@ -2,5 +2,6 @@
 //! into the plain samples the decision core reads.
 
 pub mod cloud_events;
+pub mod limits;
 pub mod pubsub;
 pub mod remote_write;

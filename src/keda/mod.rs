@@ -13,6 +13,7 @@ pub mod server;
 pub mod wake;
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
@@ -144,6 +145,15 @@ impl ExternalScaler for Scaler {
         request: Request<ScaledObjectRef>,
     ) -> Result<Response<Self::StreamIsActiveStream>, Status> {
         let pool = pool_of(request.get_ref())?;
+        // Each stream holds a task and a subscription for as long as the client likes: bounded.
+        let permit = Arc::clone(&self.state.grpc_streams)
+            .try_acquire_owned()
+            .map_err(|_| {
+                Status::resource_exhausted(
+                    "too many open StreamIsActive streams (TRAINSCALER_GRPC_MAX_STREAMS); \
+                     poll IsActive or retry later",
+                )
+            })?;
         // Subscribe before the first decision, so work arriving in between is not missed.
         let mut wake = Wake::new(&self.state);
         let first = self.decide(&pool).await?;
@@ -152,7 +162,7 @@ impl ExternalScaler for Scaler {
         let open = OpenStream::new(&self.state);
         let mut stopping = self.stopping.clone();
         tokio::spawn(async move {
-            let _open = open;
+            let _open = (open, permit);
             let mut last = first.decision.desired > 0;
             let mut recheck_at = wake.recheck_at(&first);
             if tx

@@ -1,6 +1,7 @@
 //! The gRPC server `serve` starts beside HTTP: KEDA's external scaler, optionally over TLS.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::path::Path;
 
 use anyhow::Context;
@@ -47,6 +48,37 @@ pub fn tls_config(
     Ok(Some(tls))
 }
 
+/// Why the gRPC port may not be served as configured.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExposureError {
+    #[error(
+        "the gRPC port {0} is not on the loopback and has no client CA: anyone who can reach it \
+         could commit pool decisions. Set TRAINSCALER_GRPC_CLIENT_CA (with \
+         TRAINSCALER_GRPC_TLS_CERT/_KEY; KEDA presents tlsClientCert/tlsClientKey), bind it \
+         to 127.0.0.1, or accept anonymous callers with TRAINSCALER_GRPC_INSECURE=true"
+    )]
+    Anonymous(SocketAddr),
+}
+
+/// Whether the gRPC port may serve as configured: gRPC callers carry no API key, so on an
+/// address other hosts can reach, a client certificate (mutual TLS) is what authenticates them.
+/// On the loopback only this host can call (the same trust as its database file), and
+/// `insecure` is the operator saying the network already admits only KEDA. `Ok(true)` means
+/// anonymous callers from other hosts will be served, which start-up logs as a warning.
+pub fn check_exposure(
+    bind: SocketAddr,
+    client_ca: bool,
+    insecure: bool,
+) -> Result<bool, ExposureError> {
+    if client_ca || bind.ip().is_loopback() {
+        return Ok(false);
+    }
+    if insecure {
+        return Ok(true);
+    }
+    Err(ExposureError::Anonymous(bind))
+}
+
 /// Serves the external scaler on an already-bound listener until `shutdown` resolves.
 pub async fn serve_grpc(
     listener: TcpListener,
@@ -72,4 +104,26 @@ pub async fn serve_grpc(
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
         .context("gRPC server failed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_mutual_tls_or_an_explicit_opt_out_is_served() {
+        let any: SocketAddr = "0.0.0.0:9090".parse().unwrap();
+        let v6: SocketAddr = "[::]:9090".parse().unwrap();
+        let local: SocketAddr = "127.0.0.1:9090".parse().unwrap();
+        let local6: SocketAddr = "[::1]:9090".parse().unwrap();
+        assert_eq!(check_exposure(local, false, false), Ok(false));
+        assert_eq!(check_exposure(local6, false, false), Ok(false));
+        assert_eq!(check_exposure(any, true, false), Ok(false));
+        assert_eq!(
+            check_exposure(any, false, false),
+            Err(ExposureError::Anonymous(any))
+        );
+        assert!(check_exposure(v6, false, false).is_err());
+        assert_eq!(check_exposure(any, false, true), Ok(true));
+    }
 }

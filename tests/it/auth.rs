@@ -369,6 +369,64 @@ async fn metrics_are_open_only_when_configured(backend: Backend) {
 
 const SECRET: &str = "dcgm-shared-secret-0123";
 
+/// An unknown source, a stale timestamp, a malformed signature or a missing header is refused
+/// from the headers alone: the client sends only the head of a large body and still gets its
+/// 401. A server that buffered the body first would wait for bytes that never come.
+async fn signed_webhooks_are_refused_by_their_headers_before_the_body_is_read(backend: Backend) {
+    let db = Arc::new(TestDb::new(backend).await);
+    let mut serve = serve_config(false);
+    serve.webhook_secrets = format!("dcgm={SECRET}");
+    serve.webhook_replay_window_sec = 300;
+    // Big enough that nothing is refused for its size: only the headers can refuse it.
+    serve.max_ingest_bytes = 64 << 20;
+    let app = TestApp::spawn_with(db, serve).await;
+    let now = trainscaler::timefmt::now_ms() / 1000;
+    let well_formed = format!("sha256={}", "ab".repeat(32));
+    let cases = [
+        ("nobody", now, well_formed.as_str(), "x-trainscaler-source"),
+        (
+            "dcgm",
+            now - 301,
+            well_formed.as_str(),
+            "x-trainscaler-timestamp",
+        ),
+        ("dcgm", now, "md5=00", "x-trainscaler-signature"),
+    ];
+    for (source, ts, signature, named) in cases {
+        let headers = format!(
+            "x-trainscaler-source: {source}\r\nx-trainscaler-timestamp: {ts}\r\n\
+             x-trainscaler-signature: {signature}\r\n"
+        );
+        let (status, content_type, body) = crate::common::post_head_only(
+            &app,
+            "/v1/webhooks/metrics",
+            "application/json",
+            &headers,
+            16 << 20,
+        )
+        .await;
+        assert_eq!(status, 401, "{source} {ts} {signature}: {body}");
+        assert_eq!(content_type, "application/problem+json");
+        assert!(body.to_string().contains(named), "{named}: {body}");
+    }
+    // A missing timestamp is named too.
+    let headers =
+        format!("x-trainscaler-source: dcgm\r\nx-trainscaler-signature: {well_formed}\r\n");
+    let (status, _, body) = crate::common::post_head_only(
+        &app,
+        "/v1/webhooks/prometheus",
+        "application/x-protobuf",
+        &headers,
+        16 << 20,
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    assert!(
+        body.to_string().contains("x-trainscaler-timestamp"),
+        "{body}"
+    );
+}
+
 async fn signed_webhooks_are_accepted_inside_the_window_only(backend: Backend) {
     let db = Arc::new(TestDb::new(backend).await);
     let mut serve = serve_config(false);
@@ -680,6 +738,7 @@ on_both_backends!(
     insecure_mode_needs_no_key_and_makes_none,
     metrics_are_open_only_when_configured,
     signed_webhooks_are_accepted_inside_the_window_only,
+    signed_webhooks_are_refused_by_their_headers_before_the_body_is_read,
     ingestion_is_rate_limited_per_key,
     requests_past_the_concurrency_limit_are_shed_with_retry_after,
     a_burst_with_a_legacy_key_verifies_it_a_few_times_not_once_per_request,

@@ -309,3 +309,49 @@ async fn catalog_refresh_prices_a_gcp_region_from_the_billing_catalog() {
         assert_eq!(l["spot_price"], serde_json::json!(0.195902), "{l}");
     }
 }
+
+/// gRPC callers carry no API key: on an address other hosts can reach, the server refuses to
+/// start without mutual TLS, unless told to serve anonymous callers, which it then says loudly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_off_the_loopback_needs_mutual_tls_or_an_explicit_opt_out() {
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let start = |insecure: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_trainscaler"));
+        command
+            .current_dir(dir.path())
+            .env_remove("DATABASE_URL")
+            .env("TRAINSCALER_BIND", "127.0.0.1:0")
+            .env("TRAINSCALER_GRPC_BIND", "0.0.0.0:0")
+            .env("TRAINSCALER_LOG_FORMAT", "json")
+            .stderr(Stdio::piped());
+        if insecure {
+            command.env("TRAINSCALER_GRPC_INSECURE", "true");
+        }
+        command.spawn().unwrap()
+    };
+    let mut refused = start(false);
+    let log = ServerLog::follow(refused.stderr.take().unwrap());
+    let status =
+        crate::common::wait_exit(&mut refused, &log, std::time::Duration::from_secs(30)).await;
+    let text = log.text();
+    if status.is_none() {
+        let _ = refused.kill();
+    }
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "served anonymous gRPC on 0.0.0.0:\n{text}"
+    );
+    assert!(text.contains("TRAINSCALER_GRPC_INSECURE"), "{text}");
+    assert!(text.contains("TRAINSCALER_GRPC_CLIENT_CA"), "{text}");
+
+    let mut child = start(true);
+    let mut log = ServerLog::follow(child.stderr.take().unwrap());
+    let addr = log.listening_addr().await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = log.text();
+    assert!(addr.is_some(), "did not start with the opt-out:\n{text}");
+    assert!(text.contains("gRPC IS UNAUTHENTICATED"), "{text}");
+}

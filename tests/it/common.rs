@@ -156,6 +156,8 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         grpc_tls_cert: None,
         grpc_tls_key: None,
         grpc_client_ca: None,
+        grpc_insecure: false,
+        grpc_max_streams: 256,
         reconcile_interval_sec: 15,
         reconcile: false,
         leader_lease_sec: 15,
@@ -175,6 +177,7 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         ingest_rate_per_sec: 0,
         ingest_burst: 100,
         auth_outage_grace_sec: 300,
+        ingest_samples_per_sec: 0,
         idempotency_ttl_sec: 86_400,
         tls_cert: None,
         tls_key: None,
@@ -428,20 +431,32 @@ pub async fn post_declaring_length(
     content_type: &str,
     content_length: usize,
 ) -> (u16, String, serde_json::Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    let mut stream = tokio::net::TcpStream::connect(app.addr)
-        .await
-        .expect("connect");
     let authorization = app
         .db
         .admin_token
         .get()
         .map(|t| format!("authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
+    post_head_only(app, path, content_type, &authorization, content_length).await
+}
+
+/// Sends only the head of a POST declaring `content_length` bytes (with `extra_headers`, each
+/// ending in CRLF) and waits for the answer: the server must answer without the body.
+pub async fn post_head_only(
+    app: &TestApp,
+    path: &str,
+    content_type: &str,
+    extra_headers: &str,
+    content_length: usize,
+) -> (u16, String, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut stream = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
     let head = format!(
         "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {content_type}\r\n\
-         {authorization}content-length: {content_length}\r\n\r\n",
+         {extra_headers}content-length: {content_length}\r\n\r\n",
         app.addr
     );
     stream.write_all(head.as_bytes()).await.expect("write head");

@@ -111,7 +111,59 @@ async fn catalog_lists_page_by_cursor(backend: Backend) {
     );
 }
 
+/// The edges schemathesis found where the spec and the handlers disagreed now agree: an empty
+/// `limit=` is a 422 and an empty `cursor=` a 400 on every list (the spec: `minimum: 1`,
+/// `minLength: 1`), `max_price=0` is a 422 (the spec: `exclusiveMinimum: 0`), and `steps`
+/// above the spec's maximum is a 422 naming it.
+async fn empty_limits_and_cursors_and_out_of_range_values_are_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    for path in [
+        "/v1/pools",
+        "/v1/offerings?gpu=L4",
+        "/v1/prices/history?provider=aws",
+    ] {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let r = app.get(&format!("{path}{sep}limit=")).await;
+        assert_problem(r, 422, "limit").await;
+        let r = app.get(&format!("{path}{sep}cursor=")).await;
+        assert_problem(r, 400, "cursor").await;
+    }
+    assert_problem(app.get("/v1/offerings?max_price=0").await, 422, "max_price").await;
+    let r = app
+        .post_json(
+            "/v1/benchmarks/plan",
+            &json!({"job": {"params_billion": 7.0, "tokens": 2e10}, "steps": 1_000_000_001u64}),
+        )
+        .await;
+    assert_problem(r, 422, "steps").await;
+    // The spec states the same bounds.
+    let spec = app.get_json("/openapi.json").await;
+    let offerings = &spec["paths"]["/v1/offerings"]["get"]["parameters"];
+    let param = |name: &str| {
+        offerings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no parameter {name}"))
+    };
+    assert_eq!(
+        param("max_price")["schema"]["exclusiveMinimum"],
+        json!(0),
+        "{offerings}"
+    );
+    assert_eq!(
+        param("cursor")["schema"]["minLength"],
+        json!(1),
+        "{offerings}"
+    );
+    let plan = &spec["components"]["schemas"]["PlanRequest"]["properties"]["steps"];
+    assert_eq!(plan["maximum"], json!(1_000_000_000), "{plan}");
+}
+
 on_both_backends!(
+    empty_limits_and_cursors_and_out_of_range_values_are_refused,
     pools_workers_and_keys_page_by_cursor,
     catalog_lists_page_by_cursor
 );

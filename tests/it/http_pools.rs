@@ -51,7 +51,7 @@ pub async fn decide(app: &TestApp, pool: &str) -> Value {
     body["workers"].clone()
 }
 
-async fn add_workers(app: &TestApp, pool: &str, n: usize, market: &str) {
+pub async fn add_workers(app: &TestApp, pool: &str, n: usize, market: &str) {
     for i in 0..n {
         let r = put(
             app,

@@ -26,7 +26,7 @@ async fn remote_write(app: &TestApp, body: Vec<u8>, content_type: &str) -> reqwe
 /// (count, sum of values) of the stored samples, read straight from the database.
 async fn stored(app: &TestApp) -> (i64, f64) {
     let url = &app.db.url;
-    let q = "SELECT COUNT(*), COALESCE(SUM(value), 0) FROM metric_samples";
+    let q = "SELECT COUNT(*), COALESCE(SUM(value), 0.0) FROM metric_samples";
     if url.starts_with("sqlite:") {
         let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
         sqlx::query_as::<_, (i64, f64)>(q)
@@ -104,7 +104,169 @@ async fn bad_remote_write_bodies_are_refused(backend: Backend) {
     assert_problem(r, 413, "body").await;
 }
 
+/// A remote-write request built here (the wire format is checked against Python's encoder in
+/// the test above); `series` are (labels, value).
+fn write_request(series: Vec<(Vec<(&str, String)>, f64)>) -> Vec<u8> {
+    use prost::Message;
+    use trainscaler::ingest::remote_write::{Label, Sample, TimeSeries, WriteRequest};
+    let now = trainscaler::timefmt::now_ms() - 1_000;
+    let req = WriteRequest {
+        timeseries: series
+            .into_iter()
+            .map(|(labels, value)| TimeSeries {
+                labels: labels
+                    .into_iter()
+                    .map(|(name, value)| Label {
+                        name: name.into(),
+                        value,
+                    })
+                    .collect(),
+                samples: vec![Sample {
+                    value,
+                    timestamp: now,
+                }],
+            })
+            .collect(),
+    };
+    snap::raw::Encoder::new()
+        .compress_vec(&req.encode_to_vec())
+        .unwrap()
+}
+
+fn gpu_util(pool: &str, host: &str, percent: f64) -> (Vec<(&'static str, String)>, f64) {
+    (
+        vec![
+            ("__name__", "DCGM_FI_DEV_GPU_UTIL".into()),
+            ("pool", pool.into()),
+            ("Hostname", host.into()),
+            ("gpu", "0".into()),
+        ],
+        percent,
+    )
+}
+
+/// `trainscaler_samples_dropped_total{reason="<reason>"}` from `/metrics` (0 when absent).
+async fn dropped_metric(app: &TestApp, reason: &str) -> u64 {
+    let text = app.get("/metrics").await.text().await.unwrap();
+    let prefix = format!("trainscaler_samples_dropped_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// One request cannot give a pool more series than it can have workers, nor carry more series
+/// than the limit, nor store a value no queue can have; what is dropped is said, by reason, in
+/// the answer and in `/metrics`.
+async fn remote_write_is_bounded_and_says_what_it_dropped(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_pool(&app, "p", &t4_policy()).await; // max_workers 4, no registered workers
+
+    // Too many series: refused whole, naming the limit.
+    let flood: Vec<_> = (0..trainscaler::ingest::limits::MAX_SERIES_PER_REQUEST + 1)
+        .map(|i| gpu_util("p", &format!("h{i}"), 50.0))
+        .collect();
+    let r = remote_write(&app, write_request(flood), "application/x-protobuf").await;
+    assert_problem(r, 413, "series").await;
+    assert_eq!(stored(&app).await.0, 0);
+
+    // Ten hosts for a pool of at most four workers, and an unbelievable queue.
+    let mut series: Vec<_> = (0..10)
+        .map(|i| gpu_util("p", &format!("h{i}"), 50.0))
+        .collect();
+    series.push((
+        vec![
+            ("__name__", "trainscaler_queue_depth".into()),
+            ("pool", "p".into()),
+        ],
+        1e308,
+    ));
+    let r = remote_write(&app, write_request(series), "application/x-protobuf").await;
+    assert_eq!(r.status(), 200);
+    let out: Value = r.json().await.unwrap();
+    assert_eq!(out["accepted"], 4, "{out}");
+    assert_eq!(
+        out["dropped"],
+        json!({"out_of_range": 1, "too_many_workers": 6}),
+        "{out}"
+    );
+    assert_eq!(stored(&app).await.0, 4);
+    assert_eq!(dropped_metric(&app, "too_many_workers").await, 6);
+    assert_eq!(dropped_metric(&app, "out_of_range").await, 1);
+
+    // Once the pool has registered workers, only those are taken.
+    create_pool(&app, "w", &t4_policy()).await;
+    crate::http_pools::add_workers(&app, "w", 1, "spot").await; // worker `spot-0`
+    let series = vec![
+        gpu_util("w", "spot-0", 40.0),
+        gpu_util("w", "stranger", 40.0),
+    ];
+    let out: Value = remote_write(&app, write_request(series), "application/x-protobuf")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(out["accepted"], 1, "{out}");
+    assert_eq!(out["dropped"], json!({"unknown_worker": 1}), "{out}");
+    assert_eq!(dropped_metric(&app, "unknown_worker").await, 1);
+}
+
+/// JSON samples: values no metric can have and overlong worker names are 422s naming the
+/// field; nothing of the batch is stored.
+async fn json_samples_are_bounded(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_pool(&app, "p", &t4_policy()).await;
+    let post = |samples: Value| {
+        app.client
+            .post(app.url("/v1/webhooks/metrics"))
+            .json(&json!({ "samples": samples }))
+            .send()
+    };
+    let r = post(json!([
+        {"pool": "p", "name": "queue_depth", "value": 3},
+        {"pool": "p", "name": "queue_depth", "value": 1e308}
+    ]))
+    .await
+    .unwrap();
+    assert_problem(r, 422, "samples[1].value").await;
+    let long = "w".repeat(trainscaler::ingest::limits::MAX_WORKER_LEN + 1);
+    let r = post(json!([{"pool": "p", "worker": long, "name": "gpu_utilization", "value": 0.5}]))
+        .await
+        .unwrap();
+    assert_problem(r, 422, "samples[0].worker").await;
+    assert_eq!(stored(&app).await.0, 0);
+}
+
+/// Ingestion is rate-limited in samples as well as requests: a key with 10 samples a second
+/// stores a batch of 8, is told to wait for the next 8, and a batch of 11 (more than a
+/// second's worth) is a 413 naming the limit.
+async fn ingestion_is_rate_limited_in_samples(backend: Backend) {
+    let db = std::sync::Arc::new(crate::common::TestDb::new(backend).await);
+    let mut serve = crate::common::serve_config(false);
+    serve.ingest_samples_per_sec = 10;
+    let app = TestApp::spawn_with(db, serve).await;
+    create_pool(&app, "p", &t4_policy()).await;
+    let batch = |n: usize| {
+        let samples: Vec<Value> = (0..n)
+            .map(|i| json!({"pool": "p", "worker": format!("w{i}"), "name": "gpu_utilization", "value": 0.5}))
+            .collect();
+        app.client
+            .post(app.url("/v1/webhooks/metrics"))
+            .json(&json!({ "samples": samples }))
+            .send()
+    };
+    assert_eq!(batch(8).await.unwrap().status(), 200);
+    let r = batch(8).await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert!(r.headers().contains_key("retry-after"));
+    let r = batch(11).await.unwrap();
+    assert_problem(r, 413, "samples").await;
+}
+
 on_both_backends!(
+    remote_write_is_bounded_and_says_what_it_dropped,
+    json_samples_are_bounded,
+    ingestion_is_rate_limited_in_samples,
     dcgm_payload_is_stored_per_worker_once,
     bad_remote_write_bodies_are_refused
 );

@@ -303,7 +303,58 @@ async fn open_streams(app: &TestApp) -> i64 {
         .expect("trainscaler_keda_streams in /metrics")
 }
 
+/// Open `StreamIsActive` streams are bounded: past `TRAINSCALER_GRPC_MAX_STREAMS` a new one is
+/// refused with RESOURCE_EXHAUSTED (polling still works), and a closed stream frees its place.
+async fn open_streams_are_bounded(backend: Backend) {
+    let db = Arc::new(crate::common::TestDb::new(backend).await);
+    let mut serve = crate::common::serve_config(false);
+    serve.grpc_max_streams = 2;
+    let app = TestApp::spawn_with(db, serve).await;
+    idling_pool(&app, "bounded", 0, 0).await;
+    let mut keda = ExternalScalerClient::new(channel(&app).await);
+    let mut first = keda
+        .stream_is_active(object(Some("bounded")))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut second = keda
+        .stream_is_active(object(Some("bounded")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!pushed(&mut first, Duration::from_secs(5)).await);
+    assert!(!pushed(&mut second, Duration::from_secs(5)).await);
+    let refused = keda
+        .stream_is_active(object(Some("bounded")))
+        .await
+        .expect_err("a third stream past the limit of 2");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("TRAINSCALER_GRPC_MAX_STREAMS"),
+        "{refused:?}"
+    );
+    assert!(keda.is_active(object(Some("bounded"))).await.is_ok());
+    drop(first);
+    // The server notices the closed stream when its task next looks: poll, do not sleep.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let third = loop {
+        match keda.stream_is_active(object(Some("bounded"))).await {
+            Ok(s) => break s.into_inner(),
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "a closed stream's place was not freed"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    drop((second, third));
+}
+
 on_both_backends!(
+    open_streams_are_bounded,
     every_rpc_answers_from_the_pool_decision,
     unknown_pools_and_missing_metadata_are_refused,
     stream_pushes_true_when_an_idle_pool_gets_work,
