@@ -127,6 +127,7 @@ fn pool_decision(c: &mut Criterion) {
                     zone: w.zone.clone(),
                     state: WorkerState::Running,
                     launched_at_ms: Some(w.started_at_ms),
+                    aliases: Vec::new(),
                 })
                 .collect(),
         };

@@ -160,7 +160,8 @@ pub async fn delete_pool(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"instance_type": "g4dn.12xlarge", "market": "spot",
-    "zone": "us-east-1a", "started_at": "2026-12-01T00:00:00Z"}))]
+    "zone": "us-east-1a", "started_at": "2026-12-01T00:00:00Z",
+    "aliases": ["ip-10-0-1-23.ec2.internal", "10.0.1.23"]}))]
 pub struct WorkerIn {
     /// An instance type of the pool's provider in the catalog (else 422).
     #[schema(min_length = 1, example = "g4dn.12xlarge")]
@@ -171,6 +172,13 @@ pub struct WorkerIn {
     /// RFC 3339, not in the future; default now.
     #[schema(format = DateTime, example = "2026-12-01T00:00:00Z")]
     pub started_at: Option<String>,
+    /// Other names the worker goes by (its host name, private DNS name or IP): samples and
+    /// remote-write series naming it by one of them count as its own. At most 8, each 1 to
+    /// 253 characters without spaces or control characters, no repeats. Replaces the
+    /// aliases it had; an alias another worker of the pool had moves to this one.
+    #[serde(default)]
+    #[schema(max_items = 8)]
+    pub aliases: Vec<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -181,6 +189,45 @@ pub struct WorkerOut {
     pub market: Market,
     pub zone: Option<String>,
     pub started_at: String,
+    pub aliases: Vec<String>,
+}
+
+/// Most aliases one worker may have: a host name, a DNS name and a few addresses.
+pub const MAX_ALIASES: usize = 8;
+/// Longest alias: the longest DNS name.
+pub const MAX_ALIAS_CHARS: usize = 253;
+
+/// Checks a worker's aliases, naming the first bad one.
+fn check_aliases(aliases: &[String]) -> Result<(), ApiError> {
+    if aliases.len() > MAX_ALIASES {
+        return Err(ApiError::invalid(
+            "aliases",
+            format!(
+                "has {} names, at most {MAX_ALIASES} are allowed",
+                aliases.len()
+            ),
+        ));
+    }
+    for (i, alias) in aliases.iter().enumerate() {
+        let field = format!("aliases[{i}]");
+        let chars = alias.chars().count();
+        if chars == 0 || chars > MAX_ALIAS_CHARS {
+            return Err(ApiError::invalid(
+                field,
+                format!("must be 1 to {MAX_ALIAS_CHARS} characters"),
+            ));
+        }
+        if alias.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ApiError::invalid(
+                field,
+                "must not contain spaces or control characters",
+            ));
+        }
+        if aliases[..i].contains(alias) {
+            return Err(ApiError::invalid(field, format!("repeats `{alias}`")));
+        }
+    }
+    Ok(())
 }
 
 /// Registers or updates a worker of a pool.
@@ -200,6 +247,7 @@ pub async fn put_worker(
     if id.is_empty() || id.chars().count() > 128 {
         return Err(ApiError::invalid("id", "must be 1 to 128 characters"));
     }
+    check_aliases(&body.aliases)?;
     let pool = state
         .store
         .find_pool(&name)
@@ -233,6 +281,7 @@ pub async fn put_worker(
         market: body.market,
         zone: body.zone.filter(|z| !z.is_empty()),
         started_at_ms,
+        aliases: body.aliases,
     };
     let created = state
         .store
@@ -246,6 +295,7 @@ pub async fn put_worker(
         market: worker.market,
         zone: worker.zone,
         started_at: format_ms(started_at_ms),
+        aliases: worker.aliases,
     };
     let status = if created {
         StatusCode::CREATED
@@ -276,6 +326,9 @@ pub struct LiveWorker {
     pub gpu_utilization: Option<f64>,
     /// Its fresh GPU memory in use (GiB, the fullest GPU), if reported likewise.
     pub gpu_memory_used_gib: Option<f64>,
+    /// Other names it goes by, sorted: given when it was registered, or from its cloud
+    /// (private DNS name and IP on AWS, host name and private IP on Alibaba Cloud).
+    pub aliases: Vec<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -305,6 +358,7 @@ pub async fn list_workers(
         return Err(no_pool(&name));
     };
     let checkpoints = state.store.checkpoints(&name).await?;
+    let aliases = state.store.worker_aliases(&name).await?;
     let policy = &pool.policy;
     let fresh_since = now_ms().saturating_sub(secs_to_ms(policy.signal_max_age_sec));
     let latest = state.store.latest_signals(&name, fresh_since).await?;
@@ -325,6 +379,11 @@ pub async fn list_workers(
     let items: Vec<LiveWorker> = live
         .into_iter()
         .map(|w| LiveWorker {
+            aliases: aliases
+                .iter()
+                .filter(|(worker, _)| *worker == w.id)
+                .map(|(_, alias)| alias.clone())
+                .collect(),
             gpu_utilization: w.utilization,
             gpu_memory_used_gib: w.gpu_memory_gib,
             checkpoint_at: checkpoints

@@ -76,6 +76,9 @@ pub struct CloudWorker {
     pub state: WorkerState,
     /// When the instance was launched, epoch milliseconds, if the cloud said.
     pub launched_at_ms: Option<i64>,
+    /// Other names the cloud gives it (private DNS name and IP, host name): what metrics
+    /// exporters call it.
+    pub aliases: Vec<String>,
 }
 
 /// A group's capacity as the cloud holds it now.

@@ -398,6 +398,7 @@ mod tests {
                 zone: None,
                 state: WorkerState::Running,
                 launched_at_ms: Some(NOW - 3_600_000),
+                aliases: Vec::new(),
             })
             .collect()
     }

@@ -103,6 +103,7 @@ impl Provider for StaticProvider {
                 market: w.market,
                 zone: w.zone,
                 launched_at_ms: Some(w.started_at_ms),
+                aliases: Vec::new(),
             })
             .collect();
         Ok(Capacity {
@@ -169,6 +170,7 @@ impl Provider for StaticProvider {
                     market: t.market,
                     zone,
                     started_at_ms,
+                    aliases: Vec::new(),
                 };
                 self.store
                     .put_worker(&group.pool, &worker, now)

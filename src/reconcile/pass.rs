@@ -196,6 +196,7 @@ async fn describe_and_sync(
                 market: w.market,
                 zone: w.zone.clone(),
                 started_at_ms: w.launched_at_ms.unwrap_or(now),
+                aliases: w.aliases.clone(),
             })
             .collect();
         cx.store.sync_workers(&pool.name, &live, now).await?;

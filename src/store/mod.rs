@@ -20,6 +20,7 @@ mod postgres;
 mod signal_sql;
 mod sqlite;
 mod stmt;
+mod worker_names;
 
 use crate::catalog::ImportedOffering;
 use crate::core::benchmark::Benchmark;
@@ -336,6 +337,11 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<SyncReport> {
         dispatch!(self, s => pool_sql::sync_workers(s, pool, workers, now_ms).await)
+    }
+
+    /// The aliases of the pool's workers, as (worker id, alias), sorted by both.
+    pub async fn worker_aliases(&self, pool: &str) -> StoreResult<Vec<(String, String)>> {
+        dispatch!(self, s => pool_sql::worker_aliases(s, pool).await)
     }
 
     /// Live workers whose job reported a saved checkpoint: (worker, when).

@@ -7,6 +7,7 @@ use super::pool_rows::{
     EventRecord, POOL_COLUMNS, PoolListRecord, PoolRecord, WORKER_COLUMNS, WorkerRecord,
 };
 use super::stmt::Stmt;
+use super::worker_names::{aliases, replace_aliases};
 use super::{EventPage, EventRow, NewEvent, NewWorker, PoolRow, StoreResult, SyncReport};
 use crate::core::policy::Policy;
 use crate::core::scale::Worker;
@@ -120,7 +121,7 @@ pub(super) async fn find_pool<B: Backend>(db: &B, name: &str) -> StoreResult<Opt
 /// Deletes a pool with its workers, samples and events; `false` if there was none.
 pub(super) async fn delete_pool<B: Backend>(db: &B, name: &str) -> StoreResult<bool> {
     let mut tx = db.begin_write().await?;
-    for table in ["metric_samples", "signal_latest"] {
+    for table in ["metric_samples", "signal_latest", "worker_aliases"] {
         let delete = Stmt::new(format!("DELETE FROM {table} WHERE pool = $1")).bind(name);
         B::execute(&mut tx, delete).await?;
     }
@@ -171,6 +172,7 @@ pub(super) async fn put_worker<B: Backend>(
         .bind(now_ms);
         B::execute(&mut tx, insert).await?;
     }
+    replace_aliases::<B>(&mut tx, pool, &w.id, &w.aliases).await?;
     tx.commit().await?;
     Ok(Some(updated == 0))
 }
@@ -193,30 +195,43 @@ pub(super) async fn sync_workers<B: Backend>(
     )
     .bind(pool);
     let live: Vec<LiveWorker> = B::fetch_all(&mut tx, live).await?;
+    let known_aliases = aliases::<B>(&mut tx, pool).await?;
     let mut report = SyncReport::default();
     for w in workers {
-        if let Some(l) = live.iter().find(|l| l.0 == w.id) {
-            if l.1 == w.instance_type && l.2 == w.market.as_str() && l.3 == w.zone {
-                continue;
-            }
-            let update = Stmt::new(
-                "UPDATE workers SET instance_type = $3, market = $4, zone = $5,
+        // Compared as sets: clouds need not list a worker's names in the same order twice.
+        let mut wanted: Vec<&str> = w.aliases.iter().map(String::as_str).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let had: Vec<&str> = known_aliases
+            .iter()
+            .filter(|(worker, _)| *worker == w.id)
+            .map(|(_, alias)| alias.as_str())
+            .collect();
+        let aliases_changed = wanted != had;
+        // After the row: an alias refers to its worker's row.
+        'row: {
+            if let Some(l) = live.iter().find(|l| l.0 == w.id) {
+                if l.1 == w.instance_type && l.2 == w.market.as_str() && l.3 == w.zone {
+                    break 'row;
+                }
+                let update = Stmt::new(
+                    "UPDATE workers SET instance_type = $3, market = $4, zone = $5,
                      updated_at_ms = $6
                  WHERE pool = $1 AND id = $2",
-            )
-            .bind(pool)
-            .bind(&w.id)
-            .bind(&w.instance_type)
-            .bind(w.market.as_str())
-            .bind(&w.zone)
-            .bind(now_ms);
-            B::execute(&mut tx, update).await?;
-            report.updated += 1;
-            continue;
-        }
-        // A stopped row with this id is an instance seen again: it lives on.
-        let insert = Stmt::new(
-            "INSERT INTO workers
+                )
+                .bind(pool)
+                .bind(&w.id)
+                .bind(&w.instance_type)
+                .bind(w.market.as_str())
+                .bind(&w.zone)
+                .bind(now_ms);
+                B::execute(&mut tx, update).await?;
+                report.updated += 1;
+                break 'row;
+            }
+            // A stopped row with this id is an instance seen again: it lives on.
+            let insert = Stmt::new(
+                "INSERT INTO workers
                  (pool, id, instance_type, market, zone, started_at_ms, updated_at_ms)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (pool, id) DO UPDATE SET instance_type = excluded.instance_type,
@@ -224,16 +239,20 @@ pub(super) async fn sync_workers<B: Backend>(
                  started_at_ms = excluded.started_at_ms, stopped_at_ms = NULL,
                  warning_kind = NULL, warning_at_ms = NULL, warning_action_at_ms = NULL,
                  checkpoint_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
-        )
-        .bind(pool)
-        .bind(&w.id)
-        .bind(&w.instance_type)
-        .bind(w.market.as_str())
-        .bind(&w.zone)
-        .bind(w.started_at_ms)
-        .bind(now_ms);
-        B::execute(&mut tx, insert).await?;
-        report.added += 1;
+            )
+            .bind(pool)
+            .bind(&w.id)
+            .bind(&w.instance_type)
+            .bind(w.market.as_str())
+            .bind(&w.zone)
+            .bind(w.started_at_ms)
+            .bind(now_ms);
+            B::execute(&mut tx, insert).await?;
+            report.added += 1;
+        }
+        if aliases_changed {
+            replace_aliases::<B>(&mut tx, pool, &w.id, &w.aliases).await?;
+        }
     }
     for l in &live {
         if workers.iter().any(|w| w.id == l.0) {
@@ -349,4 +368,12 @@ pub(super) async fn events<B: Backend>(
         .into_iter()
         .map(EventRow::try_from)
         .collect::<Result<_, _>>()?)
+}
+
+/// The aliases of `pool`'s workers, as (worker id, alias), sorted by both.
+pub(super) async fn worker_aliases<B: Backend>(
+    db: &B,
+    pool: &str,
+) -> StoreResult<Vec<(String, String)>> {
+    aliases::<B>(&mut *db.conn().await?, pool).await
 }

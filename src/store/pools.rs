@@ -121,6 +121,9 @@ pub struct NewWorker {
     pub market: Market,
     pub zone: Option<String>,
     pub started_at_ms: i64,
+    /// Other names it goes by (host name, private DNS name or IP); samples naming it by one
+    /// of them are its samples.
+    pub aliases: Vec<String>,
 }
 
 /// A cloud notice about a worker or about capacity, before it is matched to a pool.

@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use super::backend::{Backend, decode_error};
+use super::backend::{Backend, Tx, decode_error};
 use super::stmt::Stmt;
+use super::worker_names::WorkerNames;
 use super::{IngestReport, LatestSignal, NewSample, Once, StoreError, StoreResult, idempotency};
 use crate::core::idle::SeriesActivity;
 use crate::core::policy::Policy;
@@ -132,6 +133,7 @@ pub(super) async fn ingest<B: Backend>(
         let policy = serde_json::from_str(&json).map_err(decode_error)?;
         policies.insert(s.pool.as_str(), policy);
     }
+    let samples = by_worker_ids::<B>(&mut tx, samples).await?;
     // One lock order for every writer (sorted keys), so concurrent batches that overlap
     // cannot deadlock.
     let mut sorted: Vec<&NewSample> = samples.iter().collect();
@@ -174,6 +176,36 @@ pub(super) async fn ingest<B: Backend>(
     idempotency::finish_once::<B, _>(&mut tx, &once, &report).await?;
     tx.commit().await?;
     Ok(report)
+}
+
+/// `samples` with each worker named by its id: a sample may name its worker by an alias
+/// (dcgm-exporter's `Hostname` is a host name, not an instance id). A name no worker of the
+/// pool goes by is kept as sent.
+async fn by_worker_ids<B: Backend>(
+    tx: &mut Tx<B>,
+    samples: &[NewSample],
+) -> StoreResult<Vec<NewSample>> {
+    let mut names: BTreeMap<&str, WorkerNames> = BTreeMap::new();
+    for s in samples.iter().filter(|s| !s.worker.is_empty()) {
+        if !names.contains_key(s.pool.as_str()) {
+            names.insert(&s.pool, WorkerNames::load::<B>(tx, &s.pool).await?);
+        }
+    }
+    Ok(samples
+        .iter()
+        .map(|s| {
+            let id = names
+                .get(s.pool.as_str())
+                .and_then(|n| n.match_worker(&s.worker));
+            match id {
+                Some(id) if id != s.worker => NewSample {
+                    worker: id.to_owned(),
+                    ..s.clone()
+                },
+                _ => s.clone(),
+            }
+        })
+        .collect())
 }
 
 /// The newest sample per series of `sorted` (sorted by series), and when each series last

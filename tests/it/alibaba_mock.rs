@@ -400,6 +400,13 @@ async fn describe_reads_the_group_its_instances_and_their_markets_zones_and_laun
     assert_eq!(w[0].state, WorkerState::Running);
     // 2026-12-01T08:00Z
     assert_eq!(w[0].launched_at_ms, Some(1_796_112_000_000));
+    // The host name dcgm-exporter reports as `Hostname`, and the VPC address.
+    assert_eq!(w[0].aliases, ["iZuf6a0001Z", "172.16.0.11"]);
+    assert_eq!(w[1].aliases, ["trainer-2"]);
+    assert!(
+        w[2].aliases.is_empty(),
+        "no HostName, no VPC address: no alias"
+    );
     assert_eq!(w[1].market, Market::Spot);
     assert_eq!(w[1].state, WorkerState::Pending);
     assert_eq!(w[1].zone.as_deref(), Some("cn-shanghai-m"));

@@ -1,6 +1,7 @@
 //! Black-box and contract tests against real databases: PostgreSQL (`TEST_DATABASE_URL`,
 //! default postgres://postgres@127.0.0.1:5432/postgres) and SQLite files.
 
+mod aliases_aws;
 mod alibaba_mock;
 mod auth;
 mod aws_moto;
@@ -26,6 +27,7 @@ mod http_prices;
 mod http_remote_write;
 mod http_signal_time;
 mod http_surface;
+mod http_worker_aliases;
 mod idempotency;
 mod keda_grpc;
 mod logs;
@@ -50,5 +52,6 @@ mod shutdown;
 mod sim_trace_fuzz;
 mod simulate;
 mod startup_wait;
+mod store_aliases;
 mod store_contract;
 mod tls;

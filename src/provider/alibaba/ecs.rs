@@ -322,6 +322,9 @@ pub struct InstanceFacts {
     pub zone: Option<String>,
     pub market: Market,
     pub launched_at_ms: Option<i64>,
+    /// Its host name and VPC private IPs: what the OS, and so dcgm-exporter's `Hostname`,
+    /// calls it.
+    pub aliases: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -350,6 +353,42 @@ struct InstanceItem {
     spot_strategy: Option<String>,
     #[serde(default)]
     creation_time: Option<String>,
+    #[serde(default)]
+    host_name: Option<String>,
+    #[serde(default)]
+    vpc_attributes: Option<VpcAttributes>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct VpcAttributes {
+    #[serde(default)]
+    private_ip_address: Option<IpAddressList>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct IpAddressList {
+    #[serde(default)]
+    ip_address: Vec<String>,
+}
+
+impl InstanceItem {
+    fn aliases(&self) -> Vec<String> {
+        let ips = self
+            .vpc_attributes
+            .as_ref()
+            .and_then(|v| v.private_ip_address.as_ref())
+            .map(|l| l.ip_address.as_slice())
+            .unwrap_or_default();
+        let mut out: Vec<String> = Vec::new();
+        for name in self.host_name.iter().chain(ips).map(|n| n.trim()) {
+            if !name.is_empty() && !out.iter().any(|n| n == name) {
+                out.push(name.to_owned());
+            }
+        }
+        out
+    }
 }
 
 /// `NoSpot` (or nothing) is pay-as-you-go; `SpotWithPriceLimit` and `SpotAsPriceGo` are spot.
@@ -384,9 +423,11 @@ pub async fn instances(
                 .call(Service::Ecs, "DescribeInstances", region, &params)
                 .await?;
             for item in page.instances.map(|l| l.items).unwrap_or_default() {
+                let aliases = item.aliases();
                 out.insert(
                     item.instance_id,
                     InstanceFacts {
+                        aliases,
                         instance_type: item.instance_type.unwrap_or_default(),
                         zone: item.zone_id.filter(|z| !z.is_empty()),
                         market: market_of(item.spot_strategy.as_deref()),

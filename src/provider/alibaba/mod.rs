@@ -136,6 +136,7 @@ impl crate::provider::Provider for AlibabaProvider {
                         zone: f.zone.clone(),
                         state,
                         launched_at_ms: f.launched_at_ms,
+                        aliases: f.aliases.clone(),
                     },
                     None => CloudWorker {
                         id,
@@ -144,6 +145,7 @@ impl crate::provider::Provider for AlibabaProvider {
                         zone: item.zone_id,
                         state,
                         launched_at_ms: item.creation_time.as_deref().and_then(rpc::parse_time_ms),
+                        aliases: Vec::new(),
                     },
                 };
                 Some(worker)

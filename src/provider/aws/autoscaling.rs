@@ -151,10 +151,11 @@ impl Group {
                 let known = facts(&i.id);
                 CloudWorker {
                     instance_type: i.instance_type.unwrap_or_default(),
-                    market: known.map_or(Market::OnDemand, |f| f.market),
+                    market: known.as_ref().map_or(Market::OnDemand, |f| f.market),
                     zone: non_empty(i.zone),
                     state: worker_state(&i.lifecycle_state),
-                    launched_at_ms: known.and_then(|f| f.launched_at_ms),
+                    launched_at_ms: known.as_ref().and_then(|f| f.launched_at_ms),
+                    aliases: known.map(|f| f.aliases).unwrap_or_default(),
                     id: i.id,
                 }
             })
@@ -316,8 +317,9 @@ mod tests {
         let spot = InstanceFacts {
             market: Market::Spot,
             launched_at_ms: Some(1_767_690_000_000),
+            aliases: vec!["ip-10-0-1-23.ec2.internal".into()],
         };
-        let cap = g.into_capacity(|id| (id == "i-0598c7d356eba48d7").then_some(spot));
+        let cap = g.into_capacity(|id| (id == "i-0598c7d356eba48d7").then(|| spot.clone()));
         assert_eq!((cap.desired, cap.min, cap.max), (3, 0, 8));
         assert_eq!(
             cap.distribution,
@@ -339,7 +341,9 @@ mod tests {
         assert_eq!(w[0].state, WorkerState::Running);
         assert_eq!(w[0].market, Market::Spot);
         assert_eq!(w[0].launched_at_ms, Some(1_767_690_000_000));
+        assert_eq!(w[0].aliases, ["ip-10-0-1-23.ec2.internal"]);
         assert_eq!(w[1].state, WorkerState::Pending);
+        assert!(w[1].aliases.is_empty());
         assert_eq!(w[1].market, Market::OnDemand);
         assert_eq!(w[1].launched_at_ms, None);
         assert_eq!(w[2].state, WorkerState::Terminating);

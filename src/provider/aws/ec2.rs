@@ -236,13 +236,21 @@ pub struct Instance {
     lifecycle: Option<String>,
     #[serde(rename = "launchTime")]
     launch_time: Option<String>,
+    #[serde(rename = "privateDnsName")]
+    private_dns_name: Option<String>,
+    #[serde(rename = "privateIpAddress")]
+    private_ip_address: Option<String>,
 }
 
 /// What EC2 knows about an instance that Auto Scaling does not say.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct InstanceFacts {
     pub market: Market,
     pub launched_at_ms: Option<i64>,
+    /// Its private DNS name, that name's host part and its private IP: what a node, and so
+    /// dcgm-exporter's `Hostname`, is called on EKS (the DNS name) or a plain EC2 host (the
+    /// host part, on images that set the short name).
+    pub aliases: Vec<String>,
 }
 
 impl Instance {
@@ -256,7 +264,32 @@ impl Instance {
                 Market::OnDemand
             },
             launched_at_ms: self.launch_time.as_deref().and_then(time_ms),
+            aliases: self.aliases(),
         }
+    }
+
+    fn aliases(&self) -> Vec<String> {
+        let dns = self
+            .private_dns_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|d| !d.is_empty());
+        let host = dns
+            .and_then(|d| d.split_once('.'))
+            .map(|(host, _)| host)
+            .filter(|h| !h.is_empty());
+        let ip = self
+            .private_ip_address
+            .as_deref()
+            .map(str::trim)
+            .filter(|i| !i.is_empty());
+        let mut out: Vec<String> = Vec::new();
+        for name in [dns, host, ip].into_iter().flatten() {
+            if !out.iter().any(|n| n == name) {
+                out.push(name.to_owned());
+            }
+        }
+        out
     }
 }
 
@@ -371,7 +404,15 @@ mod tests {
         assert_eq!(facts[0].0, "i-0598c7d356eba48d7");
         assert_eq!(facts[0].1.market, Market::Spot);
         assert_eq!(facts[0].1.launched_at_ms, Some(1_767_690_000_000));
+        assert_eq!(
+            facts[0].1.aliases,
+            ["ip-10-0-1-23.ec2.internal", "ip-10-0-1-23", "10.0.1.23"]
+        );
         assert_eq!(facts[1].0, "i-1234567890abcdef0");
         assert_eq!(facts[1].1.market, Market::OnDemand);
+        assert!(
+            facts[1].1.aliases.is_empty(),
+            "a pending instance may have no names yet"
+        );
     }
 }

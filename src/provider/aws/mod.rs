@@ -317,7 +317,7 @@ impl Provider for AwsProvider {
         } else {
             self.instance_facts(&group.region, &ids).await?
         };
-        Ok(found.into_capacity(|id| facts.get(id).copied()))
+        Ok(found.into_capacity(|id| facts.get(id).cloned()))
     }
 
     async fn set_capacity(

@@ -209,6 +209,8 @@ impl GcpProvider {
                 zone,
                 state,
                 launched_at_ms: None,
+                // The instance name is the id already, and the host name GCP gives it.
+                aliases: Vec::new(),
             });
         }
         lock(&self.seen).insert(mig.to_string(), seen.clone());

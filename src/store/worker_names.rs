@@ -1,0 +1,114 @@
+//! The names a pool's workers go by: their ids and their aliases (a host name, a private DNS
+//! name or IP, as metrics exporters and clouds call them). [`WorkerNames::match_worker`] is
+//! the one place a name in a sample is matched to a worker; the SQL that keeps aliases is
+//! here too, written once for both backends.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::StoreResult;
+use super::backend::{Backend, Conn};
+use super::stmt::Stmt;
+
+/// Every name of a pool's workers (live or stopped), read once per pool and batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct WorkerNames {
+    ids: BTreeSet<String>,
+    /// Alias -> worker id.
+    aliases: BTreeMap<String, String>,
+}
+
+impl WorkerNames {
+    pub fn new(
+        ids: impl IntoIterator<Item = String>,
+        aliases: impl IntoIterator<Item = (String, String)>,
+    ) -> Self {
+        Self {
+            ids: ids.into_iter().collect(),
+            aliases: aliases.into_iter().collect(),
+        }
+    }
+
+    /// Reads the names of `pool`'s workers.
+    pub async fn load<B: Backend>(conn: &mut Conn<B>, pool: &str) -> StoreResult<Self> {
+        let ids: Vec<(String,)> = B::fetch_all(
+            conn,
+            Stmt::new("SELECT id FROM workers WHERE pool = $1").bind(pool),
+        )
+        .await?;
+        let aliases: Vec<(String, String)> = B::fetch_all(
+            conn,
+            Stmt::new("SELECT alias, worker FROM worker_aliases WHERE pool = $1").bind(pool),
+        )
+        .await?;
+        Ok(Self::new(ids.into_iter().map(|(id,)| id), aliases))
+    }
+
+    /// The id of the worker `name` names: a worker id as it is, else the worker with that
+    /// alias; `None` when no worker of the pool goes by `name`. An id wins over an alias, so
+    /// an alias can never take a worker's series away from it.
+    pub fn match_worker<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+        if self.ids.contains(name) {
+            return Some(name);
+        }
+        self.aliases.get(name).map(String::as_str)
+    }
+}
+
+/// Makes `aliases` the aliases of worker `id` of `pool`. An alias another worker of the pool
+/// had moves to this one: clouds reuse private IPs and the names derived from them, and the
+/// worker registered (or seen) last is the one using it now.
+pub(super) async fn replace_aliases<B: Backend>(
+    conn: &mut Conn<B>,
+    pool: &str,
+    id: &str,
+    aliases: &[String],
+) -> StoreResult<()> {
+    let clear = Stmt::new("DELETE FROM worker_aliases WHERE pool = $1 AND worker = $2")
+        .bind(pool)
+        .bind(id);
+    B::execute(conn, clear).await?;
+    for alias in aliases {
+        let insert = Stmt::new(
+            "INSERT INTO worker_aliases (pool, worker, alias) VALUES ($1, $2, $3)
+             ON CONFLICT (pool, alias) DO UPDATE SET worker = excluded.worker",
+        )
+        .bind(pool)
+        .bind(id)
+        .bind(alias);
+        B::execute(conn, insert).await?;
+    }
+    Ok(())
+}
+
+/// The aliases of `pool`'s workers, as (worker id, alias), sorted by both.
+pub(super) async fn aliases<B: Backend>(
+    conn: &mut Conn<B>,
+    pool: &str,
+) -> StoreResult<Vec<(String, String)>> {
+    let stmt = Stmt::new(
+        "SELECT worker, alias FROM worker_aliases WHERE pool = $1 ORDER BY worker, alias",
+    )
+    .bind(pool);
+    B::fetch_all(conn, stmt).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_match_themselves_aliases_their_worker_and_ids_win() {
+        let names = WorkerNames::new(
+            ["i-1".to_string(), "i-2".to_string()],
+            [
+                ("ip-10-0-0-1.ec2.internal".to_string(), "i-1".to_string()),
+                // An alias spelled like another worker's id does not take its series.
+                ("i-2".to_string(), "i-1".to_string()),
+            ],
+        );
+        assert_eq!(names.match_worker("i-1"), Some("i-1"));
+        assert_eq!(names.match_worker("i-2"), Some("i-2"));
+        assert_eq!(names.match_worker("ip-10-0-0-1.ec2.internal"), Some("i-1"));
+        assert_eq!(names.match_worker("ip-10-0-0-9.ec2.internal"), None);
+    }
+}
