@@ -26,6 +26,7 @@ mod page_events;
 pub mod policy_in;
 pub mod pools;
 pub mod prices;
+pub mod providers_status;
 mod schema_rules;
 pub mod simulate;
 pub mod webhooks;
@@ -90,6 +91,7 @@ fn routes(
         .routes(routes!(prices::price_history))
         .routes(routes!(catalog::list_gpus))
         .routes(routes!(catalog::list_providers))
+        .routes(routes!(providers_status::providers_status))
         .routes(routes!(decide::decide))
         .routes(routes!(
             benchmarks::post_benchmark,
