@@ -23,6 +23,7 @@ use crate::provider::gcp::{GcpProvider, GcpSettings};
 use crate::provider::metered::Metered;
 use crate::provider::registry::Providers;
 use crate::provider::static_provider::{StaticProvider, StaticSettings};
+use crate::provider::status::StatusBoard;
 use crate::reconcile::leader::hold_lease;
 use crate::reconcile::{ReconcileSettings, Reconciler, replica_name};
 use crate::snapshot::CatalogCache;
@@ -60,6 +61,8 @@ pub struct AppState {
     pub grpc_streams: Arc<tokio::sync::Semaphore>,
     /// Which pools' dropped samples were logged already.
     pub drop_log: Arc<crate::ingest::limits::DropLog>,
+    /// The cloud adapters this replica runs and their last calls.
+    pub provider_status: Arc<StatusBoard>,
 }
 
 /// The body limits of the routes that need the `ingest` scope: the webhooks have their own,
@@ -208,6 +211,7 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
                 .grpc_max_streams
                 .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
         )),
+        provider_status: Arc::default(),
     })
 }
 
@@ -255,7 +259,10 @@ pub fn providers_from_env(state: &AppState, serve: &ServeConfig) -> anyhow::Resu
         )),
         None => None,
     };
-    let aws = match AwsSettings::from_env() {
+    let aws_settings = AwsSettings::from_env()
+        .map_err(anyhow::Error::msg)
+        .context("AWS credentials")?;
+    let aws = match aws_settings {
         Some(settings) => Some(metered(
             state,
             Arc::new(AwsProvider::new(settings).context("AWS provider")?),
@@ -263,17 +270,22 @@ pub fn providers_from_env(state: &AppState, serve: &ServeConfig) -> anyhow::Resu
         None => None,
     };
     let gcp = GcpProvider::new(GcpSettings::from_env()).context("GCP provider")?;
+    let gcp = metered(state, Arc::new(gcp));
+    for adapter in [&aws, &alibaba, &Some(gcp.clone())].into_iter().flatten() {
+        state.provider_status.register(adapter.clone());
+    }
     Ok(Providers {
         static_provider: metered(state, Arc::new(static_provider)),
         aws,
         alibaba,
-        gcp: Some(metered(state, Arc::new(gcp))),
+        gcp: Some(gcp),
     })
 }
 
-/// Wraps an adapter in the metrics decorator.
+/// Wraps an adapter in the metrics decorator, which also records its calls' outcomes for
+/// `GET /v1/providers/status`.
 pub fn metered(state: &AppState, p: Arc<dyn Provider>) -> Arc<dyn Provider> {
-    Arc::new(Metered::new(p, state.metrics.clone()))
+    Arc::new(Metered::new(p, state.metrics.clone()).with_status(state.provider_status.clone()))
 }
 
 /// The running reconciler and its leader lease.

@@ -222,11 +222,21 @@ async fn refresh(
     use trainscaler::provider::alibaba::{AlibabaProvider, AlibabaSettings};
     use trainscaler::provider::aws::{AwsProvider, AwsSettings};
     let adapter: Arc<dyn Provider> = match provider {
-        "aws" => Arc::new(AwsProvider::new(AwsSettings::from_env().context(
-            "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
-        )?)?),
+        "aws" => Arc::new(AwsProvider::new(
+            AwsSettings::from_env()
+                .map_err(anyhow::Error::msg)
+                .context("AWS credentials")?
+                .context(
+                    "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a \
+                     profile, web identity or container credentials, or unset \
+                     AWS_EC2_METADATA_DISABLED to use the instance profile",
+                )?,
+        )?),
         "alibaba" => Arc::new(AlibabaProvider::new(AlibabaSettings::from_env().context(
-            "no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+            "no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and \
+             ALIBABA_CLOUD_ACCESS_KEY_SECRET, RRSA's ALIBABA_CLOUD_ROLE_ARN, \
+             ALIBABA_CLOUD_OIDC_PROVIDER_ARN and ALIBABA_CLOUD_OIDC_TOKEN_FILE, or \
+             ALIBABA_CLOUD_ECS_METADATA",
         )?)?),
         "gcp" => Arc::new(
             trainscaler::provider::gcp::GcpProvider::new(

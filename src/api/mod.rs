@@ -25,6 +25,7 @@ pub mod page;
 mod page_events;
 pub mod pools;
 pub mod prices;
+pub mod providers_status;
 mod schema_rules;
 pub mod simulate;
 pub mod webhooks;
@@ -89,6 +90,7 @@ fn routes(
         .routes(routes!(prices::price_history))
         .routes(routes!(catalog::list_gpus))
         .routes(routes!(catalog::list_providers))
+        .routes(routes!(providers_status::providers_status))
         .routes(routes!(decide::decide))
         .routes(routes!(
             benchmarks::post_benchmark,

@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
+use super::credentials::CredentialReport;
+use super::status::StatusBoard;
 use super::{Capacity, CapacitySpec, GroupRef, Provider, ProviderResult, Refresh};
 use crate::metrics::{Metrics, ProviderCallLabels, ProviderMethodLabels};
 
@@ -13,11 +15,22 @@ use crate::metrics::{Metrics, ProviderCallLabels, ProviderMethodLabels};
 pub struct Metered {
     inner: Arc<dyn Provider>,
     metrics: Arc<Metrics>,
+    status: Option<Arc<StatusBoard>>,
 }
 
 impl Metered {
     pub fn new(inner: Arc<dyn Provider>, metrics: Arc<Metrics>) -> Self {
-        Self { inner, metrics }
+        Self {
+            inner,
+            metrics,
+            status: None,
+        }
+    }
+
+    /// Also records each call's outcome on `board`, for `GET /v1/providers/status`.
+    pub fn with_status(mut self, board: Arc<StatusBoard>) -> Self {
+        self.status = Some(board);
+        self
     }
 
     fn record<T>(&self, method: &'static str, started: Instant, out: &ProviderResult<T>) {
@@ -38,6 +51,9 @@ impl Metered {
             .provider_call_seconds
             .get_or_create(&ProviderMethodLabels { provider, method })
             .observe(started.elapsed().as_secs_f64());
+        if let Some(board) = &self.status {
+            board.record(provider, method, outcome, crate::timefmt::now_ms());
+        }
     }
 }
 
@@ -45,6 +61,10 @@ impl Metered {
 impl Provider for Metered {
     fn name(&self) -> &'static str {
         self.inner.name()
+    }
+
+    fn credentials(&self) -> Option<CredentialReport> {
+        self.inner.credentials()
     }
 
     async fn refresh(

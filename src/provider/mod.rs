@@ -8,6 +8,7 @@
 
 pub mod alibaba;
 pub mod aws;
+pub mod credentials;
 pub mod error;
 pub mod gcp;
 pub mod http;
@@ -17,6 +18,7 @@ pub mod registry;
 pub mod retry;
 pub mod secret;
 pub mod static_provider;
+pub mod status;
 
 use async_trait::async_trait;
 
@@ -45,6 +47,12 @@ pub(crate) fn amount(value: Option<f64>) -> Option<f64> {
 pub trait Provider: Send + Sync + std::fmt::Debug {
     /// `aws`, `alibaba`, `gcp` or `static`.
     fn name(&self) -> &'static str;
+
+    /// Which credentials the adapter uses and when they expire, without secrets; `None` for
+    /// adapters without cloud credentials.
+    fn credentials(&self) -> Option<credentials::CredentialReport> {
+        None
+    }
 
     /// The region's instance types (only `instance_types` when not empty; GPU types otherwise)
     /// and their current prices (spot price history since `since_ms`, on-demand where the cloud

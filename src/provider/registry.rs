@@ -50,10 +50,16 @@ impl Providers {
             return Ok(None);
         };
         let (adapter, how) = match policy.provider.as_str() {
-            AWS => (&self.aws, "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+            AWS => (
+                &self.aws,
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, web identity or \
+                 container credentials, or allow the instance profile (AWS_EC2_METADATA_DISABLED)",
+            ),
             ALIBABA => (
                 &self.alibaba,
-                "set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+                "set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET, RRSA's \
+                 ALIBABA_CLOUD_ROLE_ARN, ALIBABA_CLOUD_OIDC_PROVIDER_ARN and \
+                 ALIBABA_CLOUD_OIDC_TOKEN_FILE, or ALIBABA_CLOUD_ECS_METADATA (the ECS RAM role)",
             ),
             GCP => (
                 &self.gcp,

@@ -59,7 +59,7 @@ fn doc_encode(text: &str) -> String {
         .collect()
 }
 
-fn doc_signature(secret: &str, params: &BTreeMap<String, String>) -> String {
+pub(crate) fn doc_signature(secret: &str, params: &BTreeMap<String, String>) -> String {
     let mut pairs: Vec<String> = params
         .iter()
         .filter(|(k, _)| k.as_str() != "Signature")
@@ -73,7 +73,7 @@ fn doc_signature(secret: &str, params: &BTreeMap<String, String>) -> String {
     base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
 }
 
-fn decoded_query(request: &Request) -> Option<BTreeMap<String, String>> {
+pub(crate) fn decoded_query(request: &Request) -> Option<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for (k, v) in request.url.query_pairs() {
         // A repeated name would make the signed text ambiguous.
@@ -186,7 +186,7 @@ impl Match for RpcCall {
 
 // ---- scaffolding ---------------------------------------------------------------------------
 
-fn fixture(name: &str) -> String {
+pub(crate) fn fixture(name: &str) -> String {
     let path = format!(
         "{}/tests/fixtures/alibaba/{name}.json",
         env!("CARGO_MANIFEST_DIR")

@@ -34,6 +34,9 @@ async fn a_log_file_is_plain_text_and_a_recurring_warning_is_written_once() {
         .env("TRAINSCALER_BIND", "127.0.0.1:0")
         .env("TRAINSCALER_GRPC_BIND", "127.0.0.1:0")
         .env("TRAINSCALER_RECONCILE_INTERVAL_SEC", "1")
+        // Without it the AWS chain falls back to the instance profile, and the pool is driven
+        // (failing at IMDS) instead of refused for want of credentials.
+        .env("AWS_EC2_METADATA_DISABLED", "true")
         .stderr(Stdio::piped())
         .spawn()
         .expect("start trainscaler");

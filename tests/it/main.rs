@@ -2,8 +2,10 @@
 //! default postgres://postgres@127.0.0.1:5432/postgres) and SQLite files.
 
 mod aliases_aws;
+mod alibaba_credentials;
 mod alibaba_mock;
 mod auth;
+mod aws_credentials;
 mod aws_moto;
 mod aws_wire;
 mod aws_xml_fuzz;
@@ -24,6 +26,7 @@ mod http_lists;
 mod http_offerings;
 mod http_pools;
 mod http_prices;
+mod http_providers_status;
 mod http_remote_write;
 mod http_signal_time;
 mod http_surface;

@@ -6,6 +6,7 @@
 //! DescribeInstances; ESS DescribeScalingGroups, DescribeScalingInstances, ModifyScalingGroup,
 //! RemoveInstances.
 
+pub mod credentials;
 mod ecs;
 mod errors;
 mod ess;
@@ -13,8 +14,11 @@ mod rpc;
 mod settings;
 mod signer;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
+pub use credentials::{AlibabaCredentialsProvider, CredentialSource, SessionCredentials};
 pub use settings::{AlibabaSettings, Credentials, DEFAULT_REGION, Secret};
 pub use signer::{canonical_query, percent_encode, signature, string_to_sign};
 
@@ -31,10 +35,27 @@ pub struct AlibabaProvider {
 
 impl AlibabaProvider {
     pub fn new(settings: AlibabaSettings) -> ProviderResult<Self> {
+        let credentials = Arc::new(AlibabaCredentialsProvider::new(
+            &settings,
+            crate::provider::credentials::system_clock(),
+        )?);
+        Self::with_credentials(settings, credentials)
+    }
+
+    /// An adapter that signs with credentials from `credentials`, which others may share.
+    pub fn with_credentials(
+        settings: AlibabaSettings,
+        credentials: Arc<AlibabaCredentialsProvider>,
+    ) -> ProviderResult<Self> {
         let http = crate::provider::http::client(settings.http)?;
         Ok(Self {
-            client: RpcClient::new(http, settings),
+            client: RpcClient::new(http, settings, credentials),
         })
+    }
+
+    /// The adapter's credentials, for other Alibaba callers (event pollers) to share.
+    pub fn credentials(&self) -> &Arc<AlibabaCredentialsProvider> {
+        self.client.credentials()
     }
 
     /// The region used when a group names none.
@@ -75,6 +96,10 @@ fn skippable(e: &ProviderError) -> bool {
 impl crate::provider::Provider for AlibabaProvider {
     fn name(&self) -> &'static str {
         ALIBABA
+    }
+
+    fn credentials(&self) -> Option<crate::provider::credentials::CredentialReport> {
+        Some(self.client.credentials().report())
     }
 
     async fn refresh(

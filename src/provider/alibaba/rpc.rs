@@ -5,6 +5,9 @@ use serde::de::DeserializeOwned;
 use time::OffsetDateTime;
 use time::macros::format_description;
 
+use std::sync::Arc;
+
+use super::credentials::AlibabaCredentialsProvider;
 use super::errors::{self, RequestContext};
 use super::settings::AlibabaSettings;
 use super::signer;
@@ -55,6 +58,7 @@ impl Service {
 pub struct RpcClient {
     http: reqwest::Client,
     settings: AlibabaSettings,
+    credentials: Arc<AlibabaCredentialsProvider>,
 }
 
 /// `YYYY-MM-DDThh:mm:ssZ`, the only form the Timestamp parameter accepts.
@@ -67,8 +71,20 @@ pub fn format_timestamp(t: OffsetDateTime) -> String {
 }
 
 impl RpcClient {
-    pub fn new(http: reqwest::Client, settings: AlibabaSettings) -> Self {
-        Self { http, settings }
+    pub fn new(
+        http: reqwest::Client,
+        settings: AlibabaSettings,
+        credentials: Arc<AlibabaCredentialsProvider>,
+    ) -> Self {
+        Self {
+            http,
+            settings,
+            credentials,
+        }
+    }
+
+    pub fn credentials(&self) -> &Arc<AlibabaCredentialsProvider> {
+        &self.credentials
     }
 
     pub fn settings(&self) -> &AlibabaSettings {
@@ -104,7 +120,7 @@ impl RpcClient {
         params: &[(String, String)],
         ctx: &RequestContext,
     ) -> ProviderResult<T> {
-        let creds = &self.settings.credentials;
+        let creds = self.credentials.credentials().await?;
         let mut all: Vec<(String, String)> = vec![
             ("Format".into(), "JSON".into()),
             ("Version".into(), service.version().into()),
@@ -119,6 +135,10 @@ impl RpcClient {
             ("Action".into(), action.into()),
             ("RegionId".into(), region.into()),
         ];
+        if let Some(token) = &creds.security_token {
+            // STS credentials are only accepted with their token, covered by the signature.
+            all.push(("SecurityToken".into(), token.expose().to_string()));
+        }
         all.extend(params.iter().cloned());
         let query = signer::signed_query(creds.access_key_secret.expose(), &all);
         let base = match &self.settings.endpoint {
@@ -132,6 +152,13 @@ impl RpcClient {
         let body = response.text().await?;
         if !status.is_success() {
             let err = errors::from_response(status.as_u16(), &body, ctx);
+            // The credentials themselves were refused (an STS token expired early, a key
+            // revoked), not the action: the next attempt fetches new ones.
+            if matches!(&err, ProviderError::Unauthorized(m)
+                if m.contains("InvalidSecurityToken") || m.contains("InvalidAccessKeyId"))
+            {
+                self.credentials.invalidate();
+            }
             tracing::debug!(action, status = status.as_u16(), error = %err, "alibaba call failed");
             return Err(err);
         }

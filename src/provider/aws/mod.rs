@@ -5,6 +5,7 @@
 //! instances, and reads GPU instance types and spot prices from EC2.
 
 pub mod autoscaling;
+pub mod credentials;
 pub mod ec2;
 pub mod error;
 pub mod query;
@@ -13,7 +14,7 @@ pub mod sign;
 pub mod xml;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
@@ -23,8 +24,9 @@ use crate::provider::{
 use autoscaling::{Change, Group, LaunchTemplateSpec};
 use ec2::InstanceFacts;
 
+pub use credentials::AwsCredentialsProvider;
 pub use query::Service;
-pub use settings::{AwsCredentials, AwsSettings, Secret};
+pub use settings::{AwsCredentials, AwsSettings, CredentialSource, Secret};
 
 /// Ids per DescribeInstances request: EC2 takes at most 200 values in one filter, and a
 /// bounded request is cheap to retry.
@@ -45,10 +47,27 @@ pub struct AwsProvider {
 
 impl AwsProvider {
     pub fn new(settings: AwsSettings) -> ProviderResult<Self> {
+        let credentials = Arc::new(AwsCredentialsProvider::new(
+            &settings,
+            crate::provider::credentials::system_clock(),
+        )?);
+        Self::with_credentials(settings, credentials)
+    }
+
+    /// An adapter that signs with credentials from `credentials`, which others may share.
+    pub fn with_credentials(
+        settings: AwsSettings,
+        credentials: Arc<AwsCredentialsProvider>,
+    ) -> ProviderResult<Self> {
         Ok(Self {
-            client: query::QueryClient::new(settings)?,
+            client: query::QueryClient::new(settings, credentials)?,
             templates: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The adapter's credentials, for other AWS callers (event pollers) to share.
+    pub fn credentials(&self) -> &Arc<AwsCredentialsProvider> {
+        self.client.credentials()
     }
 
     pub fn settings(&self) -> &AwsSettings {
@@ -289,6 +308,10 @@ fn numbered(name: &str, values: &[String]) -> Vec<(String, String)> {
 impl Provider for AwsProvider {
     fn name(&self) -> &'static str {
         crate::provider::AWS
+    }
+
+    fn credentials(&self) -> Option<crate::provider::credentials::CredentialReport> {
+        Some(self.client.credentials().report())
     }
 
     /// Instance types from DescribeInstanceTypes and spot prices from DescribeSpotPriceHistory.

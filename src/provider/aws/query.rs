@@ -3,11 +3,13 @@
 //! retried with backoff by [`RetryPolicy::run`](crate::provider::retry::RetryPolicy::run);
 //! every other error is returned typed at once.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use url::Url;
 
+use super::credentials::AwsCredentialsProvider;
 use super::error::classify;
 use super::settings::AwsSettings;
 use super::sign::sign_post;
@@ -57,18 +59,27 @@ impl Service {
 #[derive(Debug)]
 pub struct QueryClient {
     settings: AwsSettings,
+    credentials: Arc<AwsCredentialsProvider>,
     http: reqwest::Client,
     sent: AtomicU64,
 }
 
 impl QueryClient {
-    pub fn new(settings: AwsSettings) -> ProviderResult<Self> {
+    pub fn new(
+        settings: AwsSettings,
+        credentials: Arc<AwsCredentialsProvider>,
+    ) -> ProviderResult<Self> {
         let http = crate::provider::http::client(settings.http)?;
         Ok(Self {
             settings,
+            credentials,
             http,
             sent: AtomicU64::new(0),
         })
+    }
+
+    pub fn credentials(&self) -> &Arc<AwsCredentialsProvider> {
+        &self.credentials
     }
 
     pub fn settings(&self) -> &AwsSettings {
@@ -122,9 +133,10 @@ impl QueryClient {
         body: &str,
     ) -> ProviderResult<String> {
         // Signed afresh on every attempt: the signature includes the time, and AWS refuses
-        // signatures older than five minutes.
+        // signatures older than five minutes. The credentials come from the cache.
+        let credentials = self.credentials.credentials().await?;
         let signed = sign_post(
-            &self.settings.credentials,
+            &credentials,
             region,
             service.signing_name(),
             url.as_str(),
@@ -148,6 +160,15 @@ impl QueryClient {
             Ok(text)
         } else {
             let error = classify(status.as_u16(), &text);
+            // The credentials themselves were refused (expired early or revoked), not the
+            // action: the next attempt fetches new ones. A denied action keeps them.
+            if matches!(&error, ProviderError::Unauthorized(m)
+                if ["ExpiredToken", "InvalidClientTokenId", "AuthFailure"]
+                    .iter()
+                    .any(|code| m.starts_with(code)))
+            {
+                self.credentials.invalidate();
+            }
             tracing::debug!(service = service.signing_name(), action, region, %status, error = %error, "AWS call failed");
             Err(error)
         }

@@ -1,19 +1,19 @@
 //! How the AWS adapter is configured: region, endpoints and credentials, read from the same
-//! environment variables the AWS CLI and SDKs use, so an operator configures us like any other
-//! AWS tool.
-//!
-//! Only static keys are read (access key, secret, optional session token). Shared profile
-//! files, instance profiles (IMDS), ECS task roles and IRSA web identity are not supported.
+//! environment variables and shared files the AWS CLI and SDKs use, so an operator configures
+//! us like any other AWS tool. Where the credentials come from is decided by
+//! [`chain`](super::credentials::chain).
 
 use crate::provider::http::HttpSettings;
 use crate::provider::retry::RetryPolicy;
+
+pub use super::credentials::Source as CredentialSource;
 
 /// The region used when neither `AWS_REGION` nor `AWS_DEFAULT_REGION` is set, as the CLI does.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
 pub use crate::provider::secret::Secret;
 
-/// Static AWS credentials.
+/// One set of AWS credentials, long-lived or temporary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AwsCredentials {
     pub access_key_id: String,
@@ -33,48 +33,62 @@ pub struct AwsSettings {
     pub ec2_endpoint: Option<String>,
     /// Auto Scaling's own endpoint (`AWS_ENDPOINT_URL_AUTO_SCALING`); wins over `endpoint`.
     pub autoscaling_endpoint: Option<String>,
-    pub credentials: AwsCredentials,
+    /// STS's own endpoint (`AWS_ENDPOINT_URL_STS`); wins over `endpoint`.
+    pub sts_endpoint: Option<String>,
+    /// Where credentials come from.
+    pub credentials: CredentialSource,
     pub http: HttpSettings,
     pub retry: RetryPolicy,
 }
 
 impl AwsSettings {
     /// Settings with AWS's public endpoints and the default HTTP and retry limits.
-    pub fn new(region: impl Into<String>, credentials: AwsCredentials) -> Self {
+    pub fn new(region: impl Into<String>, credentials: impl Into<CredentialSource>) -> Self {
         Self {
             region: region.into(),
             endpoint: None,
             ec2_endpoint: None,
             autoscaling_endpoint: None,
-            credentials,
+            sts_endpoint: None,
+            credentials: credentials.into(),
             http: HttpSettings::default(),
             retry: RetryPolicy::default(),
         }
     }
 
-    /// Settings from the process environment; `None` when no access key is set.
-    pub fn from_env() -> Option<Self> {
+    /// Settings from the process environment and the shared files; `Ok(None)` when no
+    /// credential source is configured and IMDS is disabled (`AWS_EC2_METADATA_DISABLED`).
+    pub fn from_env() -> Result<Option<Self>, String> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
     /// Settings from any variable lookup, so tests need not change the process environment
     /// (which parallel tests share). Empty values count as unset, as in the AWS CLI.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Option<Self> {
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
         let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
-        let access_key_id = get("AWS_ACCESS_KEY_ID")?;
-        let credentials = AwsCredentials {
-            access_key_id,
-            secret_access_key: Secret::new(get("AWS_SECRET_ACCESS_KEY").unwrap_or_default()),
-            session_token: get("AWS_SESSION_TOKEN").map(Secret::new),
+        let chain =
+            super::credentials::chain::resolve(&get, &|path| std::fs::read_to_string(path).ok())?;
+        let Some(credentials) = chain.source else {
+            return Ok(None);
         };
         let region = get("AWS_REGION")
             .or_else(|| get("AWS_DEFAULT_REGION"))
+            .or(chain.profile_region)
             .unwrap_or_else(|| DEFAULT_REGION.to_string());
         let mut settings = Self::new(region, credentials);
         settings.endpoint = get("AWS_ENDPOINT_URL");
         settings.ec2_endpoint = get("AWS_ENDPOINT_URL_EC2");
         settings.autoscaling_endpoint = get("AWS_ENDPOINT_URL_AUTO_SCALING");
-        Some(settings)
+        settings.sts_endpoint = get("AWS_ENDPOINT_URL_STS");
+        Ok(Some(settings))
+    }
+
+    /// The static keys, when the source is static (tests and tools).
+    pub fn static_credentials(&self) -> Option<&AwsCredentials> {
+        match &self.credentials {
+            CredentialSource::Static { credentials, .. } => Some(credentials),
+            _ => None,
+        }
     }
 }
 
@@ -84,16 +98,27 @@ mod tests {
     use crate::provider::test_env as lookup;
 
     #[test]
-    fn no_access_key_means_no_aws_settings() {
-        assert!(AwsSettings::from_lookup(lookup(&[])).is_none());
-        assert!(AwsSettings::from_lookup(lookup(&[("AWS_ACCESS_KEY_ID", "")])).is_none());
+    fn no_source_and_imds_disabled_means_no_aws_settings() {
+        let off = ("AWS_EC2_METADATA_DISABLED", "true");
+        assert!(AwsSettings::from_lookup(lookup(&[off])).unwrap().is_none());
+        assert!(
+            AwsSettings::from_lookup(lookup(&[("AWS_ACCESS_KEY_ID", ""), off]))
+                .unwrap()
+                .is_none()
+        );
         assert!(
             AwsSettings::from_lookup(lookup(&[
                 ("AWS_SECRET_ACCESS_KEY", "s"),
-                ("AWS_REGION", "eu-west-1")
+                ("AWS_REGION", "eu-west-1"),
+                off
             ]))
+            .unwrap()
             .is_none()
         );
+        let s = AwsSettings::from_lookup(lookup(&[]))
+            .unwrap()
+            .expect("IMDS");
+        assert_eq!(s.credentials.kind(), "instance_profile");
     }
 
     #[test]
@@ -107,14 +132,16 @@ mod tests {
             ("AWS_ENDPOINT_URL", "http://127.0.0.1:5000"),
             ("AWS_ENDPOINT_URL_EC2", "http://ec2.local"),
             ("AWS_ENDPOINT_URL_AUTO_SCALING", "http://asg.local"),
+            ("AWS_ENDPOINT_URL_STS", "http://sts.local"),
         ]))
+        .unwrap()
         .expect("settings");
-        assert_eq!(s.credentials.access_key_id, "AKIDEXAMPLE");
-        assert_eq!(s.credentials.secret_access_key.expose(), "wJalrXUtnFEMI");
-        assert_eq!(
-            s.credentials.session_token.as_ref().map(Secret::expose),
-            Some("tok")
-        );
+        let c = s.static_credentials().expect("static keys");
+        assert_eq!(c.access_key_id, "AKIDEXAMPLE");
+        assert_eq!(c.secret_access_key.expose(), "wJalrXUtnFEMI");
+        assert_eq!(c.session_token.as_ref().map(Secret::expose), Some("tok"));
+        assert_eq!(s.credentials.kind(), "environment");
+        assert_eq!(s.sts_endpoint.as_deref(), Some("http://sts.local"));
         assert_eq!(s.region, "eu-west-1");
         assert_eq!(s.endpoint.as_deref(), Some("http://127.0.0.1:5000"));
         assert_eq!(s.ec2_endpoint.as_deref(), Some("http://ec2.local"));
@@ -125,15 +152,21 @@ mod tests {
     fn region_falls_back_to_the_default_region_variable_then_us_east_1() {
         let s = AwsSettings::from_lookup(lookup(&[
             ("AWS_ACCESS_KEY_ID", "AKID"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
             ("AWS_DEFAULT_REGION", "ap-northeast-1"),
         ]))
+        .unwrap()
         .expect("settings");
         assert_eq!(s.region, "ap-northeast-1");
         assert_eq!(s.endpoint, None);
-        assert_eq!(s.credentials.session_token, None);
+        assert_eq!(s.static_credentials().unwrap().session_token, None);
 
-        let s =
-            AwsSettings::from_lookup(lookup(&[("AWS_ACCESS_KEY_ID", "AKID")])).expect("settings");
+        let s = AwsSettings::from_lookup(lookup(&[
+            ("AWS_ACCESS_KEY_ID", "AKID"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ]))
+        .unwrap()
+        .expect("settings");
         assert_eq!(s.region, "us-east-1");
     }
 
@@ -144,6 +177,7 @@ mod tests {
             ("AWS_SECRET_ACCESS_KEY", "very-secret-value"),
             ("AWS_SESSION_TOKEN", "session-token-value"),
         ]))
+        .unwrap()
         .expect("settings");
         let debug = format!("{s:?}");
         assert!(debug.contains("AKID"));

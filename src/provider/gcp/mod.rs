@@ -296,6 +296,15 @@ impl Provider for GcpProvider {
         GCP
     }
 
+    fn credentials(&self) -> Option<crate::provider::credentials::CredentialReport> {
+        let s = self.credential_status();
+        Some(crate::provider::credentials::CredentialReport::new(
+            s.source,
+            Some(s.identity),
+            s.token_expires_at_ms,
+        ))
+    }
+
     /// Region-wide on-demand and spot prices of the named types (every GPU type the catalog
     /// can name when none are), from the Billing catalog. `since_ms` does not apply: the
     /// catalog has current list prices, not a history.
