@@ -33,6 +33,8 @@ pub struct AwsSettings {
     pub ec2_endpoint: Option<String>,
     /// Auto Scaling's own endpoint (`AWS_ENDPOINT_URL_AUTO_SCALING`); wins over `endpoint`.
     pub autoscaling_endpoint: Option<String>,
+    /// SQS's own endpoint (`AWS_ENDPOINT_URL_SQS`); wins over `endpoint` and the queue URL's.
+    pub sqs_endpoint: Option<String>,
     pub credentials: AwsCredentials,
     pub http: HttpSettings,
     pub retry: RetryPolicy,
@@ -46,6 +48,7 @@ impl AwsSettings {
             endpoint: None,
             ec2_endpoint: None,
             autoscaling_endpoint: None,
+            sqs_endpoint: None,
             credentials,
             http: HttpSettings::default(),
             retry: RetryPolicy::default(),
@@ -74,6 +77,7 @@ impl AwsSettings {
         settings.endpoint = get("AWS_ENDPOINT_URL");
         settings.ec2_endpoint = get("AWS_ENDPOINT_URL_EC2");
         settings.autoscaling_endpoint = get("AWS_ENDPOINT_URL_AUTO_SCALING");
+        settings.sqs_endpoint = get("AWS_ENDPOINT_URL_SQS");
         Some(settings)
     }
 }
