@@ -39,6 +39,8 @@ pub enum Access {
 pub fn access(method: &Method, route: &str, metrics_public: bool) -> Access {
     match route {
         "/healthz" | "/readyz" | "/openapi.json" => return Access::Open,
+        // SNS cannot send a key; the handler checks the envelope's topic and signature.
+        "/v1/webhooks/sns" => return Access::Open,
         r if r == "/docs" || r.starts_with("/docs/") => return Access::Open,
         "/metrics" if metrics_public => return Access::Open,
         _ => {}
@@ -64,6 +66,8 @@ pub struct Auth {
     pubsub: Option<PushAuth>,
     metrics_public: bool,
     limiter: Option<DefaultKeyedRateLimiter<String>>,
+    /// SNS envelopes authenticate themselves on `/v1/webhooks/sns`.
+    sns: crate::ingest::sns::SnsVerifier,
 }
 
 impl Auth {
@@ -94,17 +98,32 @@ impl Auth {
             let burst = NonZeroU32::new(serve.ingest_burst).unwrap_or(rate);
             DefaultKeyedRateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
         });
+        let sns = crate::ingest::sns::SnsVerifier::new(crate::ingest::sns::SnsSettings {
+            topics: serve
+                .sns_topic_arns
+                .iter()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect(),
+            trusted_url_prefix: serve.sns_trusted_url_prefix.clone(),
+        })?;
         Ok(Self {
             verifier,
             webhooks,
             pubsub,
             metrics_public: serve.metrics_public,
             limiter,
+            sns,
         })
     }
 
     pub fn enabled(&self) -> bool {
         self.verifier.is_some()
+    }
+
+    /// The SNS envelope checker of `/v1/webhooks/sns`.
+    pub fn sns(&self) -> &crate::ingest::sns::SnsVerifier {
+        &self.sns
     }
 
     /// Argon2 verifications run so far (0 with authentication off).
