@@ -67,7 +67,7 @@ impl SnsVerifier {
 
     /// Checks topic, age and signature, in that order (the cheap ones first).
     pub async fn check(&self, e: &Envelope, now_ms: i64) -> Result<(), SnsError> {
-        if !self.settings.topics.iter().any(|t| *t == e.topic_arn) {
+        if !self.settings.topics.contains(&e.topic_arn) {
             return Err(SnsError::Topic(e.topic_arn.clone()));
         }
         let at = parse_rfc3339_ms(&e.timestamp).map_err(SnsError::Stale)?;
