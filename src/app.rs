@@ -18,6 +18,7 @@ use crate::ingest::remote_write::LabelMapping;
 use crate::metrics::Metrics;
 use crate::provider::Provider;
 use crate::provider::alibaba::{AlibabaProvider, AlibabaSettings};
+use crate::provider::aws::sqs::{Queue, SqsClient};
 use crate::provider::aws::{AwsProvider, AwsSettings};
 use crate::provider::gcp::{GcpProvider, GcpSettings};
 use crate::provider::metered::Metered;
@@ -282,6 +283,44 @@ pub fn providers_from_env(state: &AppState, serve: &ServeConfig) -> anyhow::Resu
     })
 }
 
+/// The SQS client and queues of `--aws-events-queue-url`, or `None` when none is set. The
+/// queues need AWS credentials.
+pub fn event_queues_from_env(
+    serve: &ServeConfig,
+) -> anyhow::Result<Option<(Arc<SqsClient>, Vec<Queue>)>> {
+    let urls: Vec<&str> = serve
+        .aws_events_queue_urls
+        .iter()
+        .map(|u| u.trim())
+        .filter(|u| !u.is_empty())
+        .collect();
+    if urls.is_empty() {
+        return Ok(None);
+    }
+    let settings = AwsSettings::from_env()
+        .map_err(|e| anyhow::anyhow!("AWS credentials: {e}"))?
+        .context(
+            "TRAINSCALER_AWS_EVENTS_QUEUE_URL is set but no AWS credential source is: see \
+             docs/providers/aws.md for the chain (environment, profile, web identity, \
+             container, instance profile)",
+        )?;
+    event_queues(settings, &urls).map(Some)
+}
+
+/// An SQS client over `settings` and the queues at `urls`.
+pub fn event_queues(
+    settings: AwsSettings,
+    urls: &[&str],
+) -> anyhow::Result<(Arc<SqsClient>, Vec<Queue>)> {
+    let queues = urls
+        .iter()
+        .map(|u| Queue::new(u, &settings))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("TRAINSCALER_AWS_EVENTS_QUEUE_URL: {e}"))?;
+    let client = SqsClient::new(settings).context("SQS client")?;
+    Ok((Arc::new(client), queues))
+}
+
 /// Wraps an adapter in the metrics decorator, which also records its calls' outcomes for
 /// `GET /v1/providers/status`.
 pub fn metered(state: &AppState, p: Arc<dyn Provider>) -> Arc<dyn Provider> {
@@ -304,6 +343,23 @@ impl ReconcilerHandle {
         for t in self.tasks.drain(..) {
             let _ = t.await;
         }
+    }
+
+    /// Polls `queues` for spot and capacity events while this replica leads, until stopped.
+    pub fn poll_event_queues(
+        &mut self,
+        state: &AppState,
+        client: Arc<SqsClient>,
+        queues: Vec<Queue>,
+    ) {
+        let run = crate::ingest::event_queue::run(
+            state.clone(),
+            client,
+            queues,
+            self.leader.clone(),
+            self.stop.subscribe(),
+        );
+        self.tasks.push(tokio::spawn(run));
     }
 
     /// Kills the loop and the lease's session without releasing anything, as a crash would.

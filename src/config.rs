@@ -217,6 +217,30 @@ pub struct ServeConfig {
     )]
     pub webhook_replay_window_sec: u64,
 
+    /// SQS queues of spot and capacity events (an EventBridge rule's target), long-polled by
+    /// the reconciler's leader; repeat the flag or separate URLs with commas.
+    #[arg(
+        long = "aws-events-queue-url",
+        env = "TRAINSCALER_AWS_EVENTS_QUEUE_URL",
+        value_delimiter = ','
+    )]
+    pub aws_events_queue_urls: Vec<String>,
+
+    /// SNS topics whose HTTPS deliveries `POST /v1/webhooks/sns` accepts (authenticated by
+    /// SNS's signature, not an API key); repeat the flag or separate ARNs with commas. None
+    /// turns the route off.
+    #[arg(
+        long = "sns-topic-arn",
+        env = "TRAINSCALER_SNS_TOPIC_ARN",
+        value_delimiter = ','
+    )]
+    pub sns_topic_arns: Vec<String>,
+
+    /// Trust signing certificates and SubscribeURLs under this URL prefix instead of SNS's
+    /// own hosts (`https://sns.REGION.amazonaws.com`): for tests against a mock.
+    #[arg(long, env = "TRAINSCALER_SNS_TRUSTED_URL_PREFIX")]
+    pub sns_trusted_url_prefix: Option<String>,
+
     /// The audience of the OIDC token a Pub/Sub push subscription sends (its
     /// `--push-auth-token-audience`). Set, `POST /v1/webhooks/events` also accepts pushes
     /// authenticated by Google-signed tokens for this audience and the service account below.

@@ -186,6 +186,7 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
     let until = |mut rx: tokio::sync::watch::Receiver<()>| async move {
         let _ = rx.changed().await;
     };
+    let event_queues = app::event_queues_from_env(&serve)?;
     let reconciler = if serve.reconcile {
         let providers = app::providers_from_env(&state, &serve)?;
         tracing::info!(
@@ -196,8 +197,22 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
             gcp = providers.gcp.is_some(),
             "reconciler on"
         );
-        Some(app::start_reconciler(&state, &serve, providers))
+        let mut handle = app::start_reconciler(&state, &serve, providers);
+        if let Some((client, queues)) = event_queues {
+            tracing::info!(
+                queues = queues.len(),
+                "the leader polls the AWS events queues"
+            );
+            handle.poll_event_queues(&state, client, queues);
+        }
+        Some(handle)
     } else {
+        if event_queues.is_some() {
+            anyhow::bail!(
+                "TRAINSCALER_AWS_EVENTS_QUEUE_URL needs the reconciler's leader to poll the \
+                 queues, and the reconciler is off (--no-reconcile)"
+            );
+        }
         tracing::info!("reconciler off (--no-reconcile): decisions are not actuated");
         None
     };

@@ -47,6 +47,20 @@ pub struct KindLabels {
     pub kind: String,
 }
 
+/// What became of a message from an events queue.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueOutcomeLabels {
+    /// `recorded`, `duplicate`, `unmatched`, `ignored` or `poison`.
+    pub outcome: &'static str,
+}
+
+/// Why a message from an events queue was poison.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueuePoisonLabels {
+    /// `not_json`, `invalid_event` or `too_many_notices`.
+    pub reason: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PoolLabels {
     pub pool: String,
@@ -91,6 +105,10 @@ pub struct Metrics {
     /// Samples that arrived and were not stored, by [`crate::ingest::limits::DropReason`].
     pub samples_dropped: Family<ReasonLabels, Counter>,
     pub cloud_events: Family<KindLabels, Counter>,
+    /// Messages taken from events queues (SQS), by what became of them.
+    pub event_queue_messages: Family<QueueOutcomeLabels, Counter>,
+    /// Poison messages taken from events queues, by reason.
+    pub event_queue_poison: Family<QueuePoisonLabels, Counter>,
     /// Open KEDA `StreamIsActive` subscriptions on this replica.
     pub keda_streams: Gauge,
     pub provider_calls: Family<ProviderCallLabels, Counter>,
@@ -150,6 +168,18 @@ impl Default for Metrics {
             "cloud_events",
             "Cloud notices recorded, by kind",
             cloud_events.clone(),
+        );
+        let event_queue_messages = Family::default();
+        registry.register(
+            "event_queue_messages",
+            "Messages taken from the events queues and deleted, by outcome",
+            event_queue_messages.clone(),
+        );
+        let event_queue_poison = Family::default();
+        registry.register(
+            "event_queue_poison_messages",
+            "Poison messages on the events queues (counted, logged once, deleted), by reason",
+            event_queue_poison.clone(),
         );
         let keda_streams = Gauge::default();
         registry.register(
@@ -223,6 +253,8 @@ impl Default for Metrics {
             samples,
             samples_dropped,
             cloud_events,
+            event_queue_messages,
+            event_queue_poison,
             keda_streams,
             provider_calls,
             provider_call_seconds,

@@ -39,6 +39,8 @@ pub enum Access {
 pub fn access(method: &Method, route: &str, metrics_public: bool) -> Access {
     match route {
         "/healthz" | "/readyz" | "/openapi.json" => return Access::Open,
+        // SNS cannot send a key; the handler checks the envelope's topic and signature.
+        "/v1/webhooks/sns" => return Access::Open,
         r if r == "/docs" || r.starts_with("/docs/") => return Access::Open,
         "/metrics" if metrics_public => return Access::Open,
         _ => {}
@@ -70,6 +72,8 @@ pub struct Auth {
     limiter: Option<DefaultKeyedRateLimiter<String>>,
     /// Samples per key, beside requests: one request may carry a great many.
     sample_limiter: Option<(DefaultKeyedRateLimiter<String>, NonZeroU32)>,
+    /// SNS envelopes authenticate themselves on `/v1/webhooks/sns`.
+    sns: crate::ingest::sns::SnsVerifier,
 }
 
 impl Auth {
@@ -109,6 +113,15 @@ impl Auth {
                 rate,
             )
         });
+        let sns = crate::ingest::sns::SnsVerifier::new(crate::ingest::sns::SnsSettings {
+            topics: serve
+                .sns_topic_arns
+                .iter()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect(),
+            trusted_url_prefix: serve.sns_trusted_url_prefix.clone(),
+        })?;
         Ok(Self {
             verifier,
             webhooks,
@@ -116,11 +129,17 @@ impl Auth {
             metrics_public: serve.metrics_public,
             limiter,
             sample_limiter,
+            sns,
         })
     }
 
     pub fn enabled(&self) -> bool {
         self.verifier.is_some()
+    }
+
+    /// The SNS envelope checker of `/v1/webhooks/sns`.
+    pub fn sns(&self) -> &crate::ingest::sns::SnsVerifier {
+        &self.sns
     }
 
     /// Argon2 verifications of legacy keys run so far (0 with authentication off).

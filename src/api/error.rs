@@ -85,6 +85,12 @@ impl ApiError {
         .with_field(header_name, problem)
     }
 
+    /// 403: a delivery that authenticates itself (an SNS envelope) and does not check out.
+    pub fn refused(field: &str, problem: impl Into<String>) -> Self {
+        let problem = problem.into();
+        Self::new(StatusCode::FORBIDDEN, "refused", problem.clone()).with_field(field, problem)
+    }
+
     /// 403: a valid key without the scope this route needs.
     pub fn forbidden(scope: &str) -> Self {
         Self::new(

@@ -28,6 +28,7 @@ pub mod prices;
 pub mod providers_status;
 mod schema_rules;
 pub mod simulate;
+pub mod sns;
 pub mod webhooks;
 
 use axum::Router;
@@ -121,6 +122,7 @@ fn routes(
         .routes(routes!(webhooks::post_metrics))
         .routes(routes!(webhooks::post_prometheus))
         .routes(routes!(webhooks::post_events))
+        .routes(routes!(sns::post_sns))
         .layer(RequestBodyLimitLayer::new(ingest_limit));
     let simulate = OpenApiRouter::new()
         .routes(routes!(simulate::simulate))

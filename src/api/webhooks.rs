@@ -514,7 +514,6 @@ pub async fn post_events(
             format!("at most {MAX_NOTICES} notices per batch"),
         ));
     }
-    let notices: Vec<_> = parsed.notices.iter().map(|(_, n)| n.clone()).collect();
     let indexes: Vec<usize> = parsed.notices.iter().map(|(i, _)| *i).collect();
     let respond = |outcomes: &Vec<NoticeOutcome>| -> StoredResponse {
         json_answer(
@@ -523,11 +522,28 @@ pub async fn post_events(
         )
     };
     let once = once(claim.as_ref().map(|c| &c.0), &respond);
+    let outcomes = record_parsed(&state, &parsed, now, once).await?;
+    Ok(Json(notices_out(
+        &indexes,
+        &outcomes,
+        parsed.ignored.clone(),
+    )))
+}
+
+/// Records parsed notices in one transaction, then asks the reconciler to look at each pool
+/// that got one and counts them. Every path events arrive by (this webhook, SNS, the queue
+/// pollers) records through here, so they all deduplicate by event id the same way.
+pub async fn record_parsed(
+    state: &AppState,
+    parsed: &cloud_events::Parsed,
+    now: i64,
+    once: Option<crate::store::Once<'_, Vec<NoticeOutcome>>>,
+) -> Result<Vec<NoticeOutcome>, crate::store::StoreError> {
+    let notices: Vec<_> = parsed.notices.iter().map(|(_, n)| n.clone()).collect();
     let outcomes = state.store.record_notices_once(&notices, now, once).await?;
-    let out = notices_out(&indexes, &outcomes, parsed.ignored.clone());
-    for ((_, notice), outcome) in parsed.notices.iter().zip(outcomes) {
+    for ((_, notice), outcome) in parsed.notices.iter().zip(&outcomes) {
         if let NoticeOutcome::Recorded { pool } = outcome {
-            state.mark_dirty(&pool);
+            state.mark_dirty(pool);
             state
                 .metrics
                 .cloud_events
@@ -537,11 +553,15 @@ pub async fn post_events(
                 .inc();
         }
     }
-    Ok(Json(out))
+    Ok(outcomes)
 }
 
 /// The answer to a batch of notices: `indexes` are the notices' places in the request.
-fn notices_out(indexes: &[usize], outcomes: &[NoticeOutcome], ignored: Vec<usize>) -> NoticesOut {
+pub fn notices_out(
+    indexes: &[usize],
+    outcomes: &[NoticeOutcome],
+    ignored: Vec<usize>,
+) -> NoticesOut {
     let mut out = NoticesOut {
         recorded: 0,
         duplicates: 0,

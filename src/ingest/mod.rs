@@ -2,6 +2,9 @@
 //! into the plain samples the decision core reads.
 
 pub mod cloud_events;
+pub mod event_queue;
 pub mod limits;
 pub mod pubsub;
 pub mod remote_write;
+pub mod sns;
+pub mod sns_signature;

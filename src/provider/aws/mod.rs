@@ -11,6 +11,7 @@ pub mod error;
 pub mod query;
 pub mod settings;
 pub mod sign;
+pub mod sqs;
 pub mod xml;
 
 use std::collections::HashMap;

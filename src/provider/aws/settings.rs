@@ -37,6 +37,8 @@ pub struct AwsSettings {
     pub sts_endpoint: Option<String>,
     /// Where credentials come from.
     pub credentials: CredentialSource,
+    /// SQS's own endpoint (`AWS_ENDPOINT_URL_SQS`); wins over `endpoint` and the queue URL's.
+    pub sqs_endpoint: Option<String>,
     pub http: HttpSettings,
     pub retry: RetryPolicy,
 }
@@ -51,6 +53,7 @@ impl AwsSettings {
             autoscaling_endpoint: None,
             sts_endpoint: None,
             credentials: credentials.into(),
+            sqs_endpoint: None,
             http: HttpSettings::default(),
             retry: RetryPolicy::default(),
         }
@@ -80,6 +83,7 @@ impl AwsSettings {
         settings.ec2_endpoint = get("AWS_ENDPOINT_URL_EC2");
         settings.autoscaling_endpoint = get("AWS_ENDPOINT_URL_AUTO_SCALING");
         settings.sts_endpoint = get("AWS_ENDPOINT_URL_STS");
+        settings.sqs_endpoint = get("AWS_ENDPOINT_URL_SQS");
         Ok(Some(settings))
     }
 
