@@ -19,7 +19,12 @@ async fn main() -> std::io::Result<()> {
     // serialising: this is the floor of what an axum handler can cost.
     let app = Router::new().route(
         "/healthz",
-        get(|| async { ([(header::CONTENT_TYPE, "application/json")], r#"{"status":"ok"}"#) }),
+        get(|| async {
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                r#"{"status":"ok"}"#,
+            )
+        }),
     );
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     eprintln!("listening on {}", listener.local_addr()?);
