@@ -1,6 +1,7 @@
 -- POST /v1/webhooks/metrics with BENCH_BATCH gpu_utilization samples per request, none of them
 -- sent before, as 64 senders per wrk thread would send them (node agents or Prometheus shards,
--- each with its own series). Thread, counter and sample index make (worker, time) unique;
+-- each with its own series). Thread, batch size, counter and sample index make (worker, time)
+-- unique, so the runs with different batch sizes do not send each other's samples again;
 -- times lie in the past hour, where the server accepts them.
 dofile(os.getenv("BENCH_DIR") .. "/common.lua")
 -- wrk.format with nil headers keeps wrk.headers (the key, the Host); a table would replace them.
@@ -24,7 +25,7 @@ request = function()
     local stamp = os.date("!%Y-%m-%dT%H:%M:%S", at_s) .. string.format(".%03dZ", n % 1000)
     local parts = {}
     for j = 1, batch do
-        parts[j] = '{"pool":"bench-' .. (j % pools + 1) .. '","worker":"t' .. tid .. 's' .. (n % 64) ..
+        parts[j] = '{"pool":"bench-' .. (j % pools + 1) .. '","worker":"t' .. tid .. 'b' .. batch .. 's' .. (n % 64) ..
             'w' .. j .. '","name":"gpu_utilization","value":0.5,"at":"' .. stamp .. '"}'
     end
     return wrk.format(nil, nil, nil,
