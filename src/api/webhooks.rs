@@ -7,6 +7,8 @@
 //! A batch is checked whole before anything is stored, and stored in one transaction before
 //! the 2xx: one bad item rejects the batch with its index named.
 
+use std::collections::HashSet;
+
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -395,7 +397,7 @@ impl Sorter {
         now: i64,
     ) -> Result<Option<DropReason>, ApiError> {
         if !self.workers.contains_key(pool) {
-            let known = state
+            let mut known: HashSet<String> = state
                 .store
                 .workers(pool, now)
                 .await?
@@ -403,6 +405,17 @@ impl Sorter {
                 .filter(|w| w.stopped_at_ms.is_none())
                 .map(|w| w.id)
                 .collect();
+            // A live worker's aliases name it too (dcgm-exporter's `Hostname` is a private DNS
+            // name where the pool knows instance ids); the store maps them to its id.
+            let aliases: Vec<String> = state
+                .store
+                .worker_aliases(pool)
+                .await?
+                .into_iter()
+                .filter(|(id, _)| known.contains(id))
+                .map(|(_, alias)| alias)
+                .collect();
+            known.extend(aliases);
             self.workers
                 .insert(pool.to_string(), (known, Default::default()));
         }

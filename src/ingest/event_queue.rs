@@ -20,10 +20,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::metrics::{QueueOutcomeLabels, QueuePoisonLabels};
 use crate::api::webhooks::{MAX_NOTICES, record_parsed};
 use crate::app::AppState;
 use crate::ingest::cloud_events;
+use crate::metrics::{QueueOutcomeLabels, QueuePoisonLabels};
 use crate::provider::aws::sqs::{MAX_MESSAGES, MAX_WAIT_SECONDS, Message, Queue, SqsClient};
 use crate::store::NoticeOutcome;
 use crate::timefmt::now_ms;

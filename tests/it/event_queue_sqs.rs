@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
-use trainscaler::metrics::{QueueOutcomeLabels, QueuePoisonLabels};
 use trainscaler::app;
+use trainscaler::metrics::{QueueOutcomeLabels, QueuePoisonLabels};
 use trainscaler::provider::aws::sign::sign_post;
 use trainscaler::provider::aws::{AwsCredentials, AwsSettings, Secret};
 
