@@ -98,5 +98,7 @@ refuse "values without a database" "database.existingSecret" <<<'{}'
 refuse "a misspelt key" "additional properties 'replicas' not allowed" <<<'{database: {existingSecret: db}, replicas: 2}'
 refuse "mutual TLS without TLS" "needs grpc.tls.enabled" \
     <<<'{database: {existingSecret: db}, grpc: {tls: {clientCA: {enabled: true}}}}'
+refuse "anonymous gRPC with no NetworkPolicy" "gRPC needs a guard" \
+    <<<'{database: {existingSecret: db}, networkPolicy: {enabled: false}}'
 refuse "the admin-key Job with a URL in values" "needs database.existingSecret" \
     <<<'{database: {url: "postgres://u:p@db/x"}, adminKey: {bootstrap: job}}'
