@@ -474,6 +474,24 @@ async fn a_preempted_spot_instance_of_a_bound_pool_is_replaced_then_deleted(back
     );
     let kept = wait_for_workers(&app, 3).await;
     assert!(kept.iter().all(|(_, m)| m == "on_demand"), "{kept:?}");
+    // The leader's price refresh runs on its own schedule, after the other adapters'; the
+    // preemption can be handled before it comes round, so wait for it rather than race it.
+    let start = Instant::now();
+    loop {
+        let requests = google.server.received_requests().await.unwrap_or_default();
+        let pages = requests
+            .iter()
+            .filter(|r| r.url.path().ends_with("/skus"))
+            .count();
+        if pages >= 2 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the leader never refreshed GCP prices ({pages} SKU pages read)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     reconciler.stop().await;
 }
 
