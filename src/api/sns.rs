@@ -11,14 +11,14 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, FieldError, Problem};
-use super::webhooks::{MAX_NOTICES, NoticesOut, notices_out, record_parsed};
+use super::webhooks::{MAX_NOTICES, NoticesOut, notices_out};
 use crate::app::AppState;
-use crate::ingest::cloud_events;
 use crate::ingest::event_queue::event_of;
 use crate::ingest::sns::SnsError;
 use crate::ingest::sns_signature::{
     Envelope, NOTIFICATION, SUBSCRIPTION_CONFIRMATION, SignatureError, UNSUBSCRIBE_CONFIRMATION,
 };
+use crate::ingest::{cloud_events, notices};
 use crate::timefmt::now_ms;
 
 /// The answer to an SNS delivery.
@@ -137,7 +137,7 @@ async fn notification(
             format!("at most {MAX_NOTICES} notices"),
         ));
     }
-    let outcomes = record_parsed(state, &parsed, now, None).await?;
+    let outcomes = notices::record(state, &parsed, now, None).await?;
     let indexes: Vec<usize> = parsed.notices.iter().map(|(i, _)| *i).collect();
     Ok(Json(SnsOut {
         kind: envelope.kind.clone(),

@@ -25,14 +25,14 @@ use crate::ingest::cloud_events::{self, NoticeError};
 use crate::ingest::limits::{
     self, DropReason, MAX_SAMPLES_PER_REQUEST, MAX_SERIES_PER_REQUEST, MAX_WORKER_LEN,
 };
+use crate::ingest::notices;
 use crate::ingest::remote_write::{self, SAMPLE_NAMES};
 use crate::store::{IdempotencyClaim, IngestReport, NewSample, NoticeOutcome, StoredResponse};
 use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
 /// Most samples one batch may carry.
 pub const MAX_SAMPLES: usize = 100_000;
-/// Most notices one batch may carry.
-pub const MAX_NOTICES: usize = 1_000;
+pub use crate::ingest::notices::MAX_NOTICES;
 
 /// One sample.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -535,38 +535,12 @@ pub async fn post_events(
         )
     };
     let once = once(claim.as_ref().map(|c| &c.0), &respond);
-    let outcomes = record_parsed(&state, &parsed, now, once).await?;
+    let outcomes = notices::record(&state, &parsed, now, once).await?;
     Ok(Json(notices_out(
         &indexes,
         &outcomes,
         parsed.ignored.clone(),
     )))
-}
-
-/// Records parsed notices in one transaction, then asks the reconciler to look at each pool
-/// that got one and counts them. Every path events arrive by (this webhook, SNS, the queue
-/// pollers) records through here, so they all deduplicate by event id the same way.
-pub async fn record_parsed(
-    state: &AppState,
-    parsed: &cloud_events::Parsed,
-    now: i64,
-    once: Option<crate::store::Once<'_, Vec<NoticeOutcome>>>,
-) -> Result<Vec<NoticeOutcome>, crate::store::StoreError> {
-    let notices: Vec<_> = parsed.notices.iter().map(|(_, n)| n.clone()).collect();
-    let outcomes = state.store.record_notices_once(&notices, now, once).await?;
-    for ((_, notice), outcome) in parsed.notices.iter().zip(&outcomes) {
-        if let NoticeOutcome::Recorded { pool } = outcome {
-            state.mark_dirty(pool);
-            state
-                .metrics
-                .cloud_events
-                .get_or_create(&crate::metrics::KindLabels {
-                    kind: notice.kind.to_string(),
-                })
-                .inc();
-        }
-    }
-    Ok(outcomes)
 }
 
 /// The answer to a batch of notices: `indexes` are the notices' places in the request.

@@ -20,9 +20,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::api::webhooks::{MAX_NOTICES, record_parsed};
 use crate::app::AppState;
 use crate::ingest::cloud_events;
+use crate::ingest::notices::{self, MAX_NOTICES};
 use crate::metrics::{QueueOutcomeLabels, QueuePoisonLabels};
 use crate::provider::aws::sqs::{MAX_MESSAGES, MAX_WAIT_SECONDS, Message, Queue, SqsClient};
 use crate::store::NoticeOutcome;
@@ -105,7 +105,7 @@ pub async fn handle(state: &AppState, body: &str) -> Result<Handled, crate::stor
             format!("{} notices; at most {MAX_NOTICES}", parsed.notices.len()),
         ));
     }
-    let outcomes = record_parsed(state, &parsed, now, None).await?;
+    let outcomes = notices::record(state, &parsed, now, None).await?;
     let has = |f: fn(&NoticeOutcome) -> bool| outcomes.iter().any(f);
     Ok(Handled::Done(
         if has(|o| matches!(o, NoticeOutcome::Recorded { .. })) {

@@ -4,6 +4,7 @@
 pub mod cloud_events;
 pub mod event_queue;
 pub mod limits;
+pub mod notices;
 pub mod pubsub;
 pub mod remote_write;
 pub mod sns;
