@@ -478,7 +478,8 @@ fn follow_activity(store: Store, activity: broadcast::Sender<String>, auth: Arc<
     });
 }
 
-/// Deletes raw samples past their retention every ten minutes, in the background.
+/// Deletes raw samples past their retention, and worker series silent past their pool's
+/// horizon (`ingest::worker_gate`), every ten minutes, in the background.
 fn prune_samples(store: Store, retention_hours: u64) {
     let retention_ms = i64::try_from(retention_hours.saturating_mul(3_600_000)).unwrap_or(i64::MAX);
     tokio::spawn(async move {
@@ -492,6 +493,11 @@ fn prune_samples(store: Store, retention_hours: u64) {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, "pruned old metric samples"),
                 Err(e) => tracing::warn!(error = %e, "could not prune metric samples"),
+            }
+            match crate::ingest::worker_gate::prune_stale_series(&store, now_ms()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(deleted = n, "deleted worker series silent too long"),
+                Err(e) => tracing::warn!(error = %e, "could not delete stale worker series"),
             }
         }
     });

@@ -7,8 +7,6 @@
 //! A batch is checked whole before anything is stored, and stored in one transaction before
 //! the 2xx: one bad item rejects the batch with its index named.
 
-use std::collections::HashSet;
-
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -27,7 +25,10 @@ use crate::ingest::limits::{
 };
 use crate::ingest::notices;
 use crate::ingest::remote_write::{self, SAMPLE_NAMES};
-use crate::store::{IdempotencyClaim, IngestReport, NewSample, NoticeOutcome, StoredResponse};
+use crate::ingest::worker_gate::WorkerGate;
+use crate::store::{
+    IdempotencyClaim, IngestReport, NewSample, NoticeOutcome, PoolRow, StoredResponse,
+};
 use crate::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
 /// Most samples one batch may carry.
@@ -171,6 +172,7 @@ pub async fn post_metrics(
         errors.truncate(20);
         return Err(ApiError::invalid_fields(errors));
     }
+    check_workers(&state, &samples, now).await?;
     state
         .auth
         .check_samples(principal.as_deref(), samples.len())?;
@@ -193,6 +195,55 @@ pub async fn post_metrics(
         .get_or_create(&crate::metrics::SourceLabels { source: "json" })
         .inc_by(report.accepted);
     Ok(Json(out(&report)))
+}
+
+/// Refuses a JSON batch holding a sample about a worker its pool does not take (see
+/// [`WorkerGate`]): the batch is stored all or nothing, so the sender hears which sample.
+/// Samples of pools that do not exist are left to the store, which names them.
+async fn check_workers(state: &AppState, samples: &[NewSample], now: i64) -> Result<(), ApiError> {
+    if samples.iter().all(|s| s.worker.is_empty()) {
+        return Ok(());
+    }
+    let pools: std::collections::HashMap<String, PoolRow> = state
+        .store
+        .pools()
+        .await?
+        .into_iter()
+        .map(|p| (p.name.clone(), p))
+        .collect();
+    let mut gate = WorkerGate::default();
+    let mut errors = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let Some(pool) = pools.get(&s.pool).filter(|_| !s.worker.is_empty()) else {
+            continue;
+        };
+        let problem = match gate.admit(&state.store, pool, &s.worker, now).await? {
+            None => continue,
+            Some(DropReason::UnknownWorker) => format!(
+                "pool `{}` has no worker or alias `{}` (register it with \
+                 PUT /v1/pools/{{name}}/workers/{{id}})",
+                s.pool, s.worker
+            ),
+            Some(_) => format!(
+                "pool `{}` already has fresh samples from max_workers ({}) workers; \
+                 `{}` would be one more",
+                s.pool, pool.policy.max_workers, s.worker
+            ),
+        };
+        errors.push(FieldError {
+            field: format!("samples[{i}].worker"),
+            problem,
+            line: None,
+        });
+        if errors.len() == 20 {
+            break;
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(errors))
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -275,17 +326,17 @@ pub async fn post_prometheus(
     }
     let mapped = remote_write::map_series(&request, &state.remote_write)
         .map_err(|e| ApiError::bad_request("body", e.to_string()))?;
-    let pools: std::collections::HashMap<String, u32> = state
+    let pools: std::collections::HashMap<String, PoolRow> = state
         .store
         .pools()
         .await?
         .into_iter()
-        .map(|p| (p.name, p.policy.max_workers))
+        .map(|p| (p.name.clone(), p))
         .collect();
     let now = now_ms();
     let mut sorter = Sorter::default();
     for sample in mapped.samples {
-        let Some(&max_workers) = pools.get(&sample.pool) else {
+        let Some(pool) = pools.get(&sample.pool) else {
             sorter.drop(DropReason::UnknownPool, "");
             continue;
         };
@@ -298,8 +349,7 @@ pub async fn post_prometheus(
             continue;
         }
         if let Some(worker) = &sample.worker {
-            let verdict = sorter.admit_worker(&state, &sample.pool, worker, max_workers, now);
-            if let Some(reason) = verdict.await? {
+            if let Some(reason) = sorter.gate.admit(&state.store, pool, worker, now).await? {
                 sorter.drop(reason, &sample.pool);
                 continue;
             }
@@ -369,72 +419,12 @@ pub async fn post_prometheus(
 struct Sorter {
     kept: Vec<NewSample>,
     dropped: std::collections::HashMap<(DropReason, String), u64>,
-    /// Per pool: its registered workers, and the workers seen in this request.
-    workers: std::collections::HashMap<
-        String,
-        (
-            std::collections::HashSet<String>,
-            std::collections::HashSet<String>,
-        ),
-    >,
+    gate: WorkerGate,
 }
 
 impl Sorter {
     fn drop(&mut self, reason: DropReason, pool: &str) {
         *self.dropped.entry((reason, pool.to_string())).or_default() += 1;
-    }
-
-    /// Why a sample about `worker` of `pool` is not kept, if it is not. A pool that has
-    /// registered workers takes samples of those only; a pool that has none (its workers are
-    /// not run by trainscaler) takes at most `max_workers` distinct workers per request, so
-    /// that no request can give it more series than it can have workers.
-    async fn admit_worker(
-        &mut self,
-        state: &AppState,
-        pool: &str,
-        worker: &str,
-        max_workers: u32,
-        now: i64,
-    ) -> Result<Option<DropReason>, ApiError> {
-        if !self.workers.contains_key(pool) {
-            let mut known: HashSet<String> = state
-                .store
-                .workers(pool, now)
-                .await?
-                .into_iter()
-                .filter(|w| w.stopped_at_ms.is_none())
-                .map(|w| w.id)
-                .collect();
-            // A live worker's aliases name it too (dcgm-exporter's `Hostname` is a private DNS
-            // name where the pool knows instance ids); the store maps them to its id.
-            let aliases: Vec<String> = state
-                .store
-                .worker_aliases(pool)
-                .await?
-                .into_iter()
-                .filter(|(id, _)| known.contains(id))
-                .map(|(_, alias)| alias)
-                .collect();
-            known.extend(aliases);
-            self.workers
-                .insert(pool.to_string(), (known, Default::default()));
-        }
-        let Some((known, seen)) = self.workers.get_mut(pool) else {
-            return Ok(None);
-        };
-        if !known.is_empty() {
-            return Ok(
-                (!limits::worker_belongs(known, worker)).then_some(DropReason::UnknownWorker)
-            );
-        }
-        if seen.contains(worker) {
-            return Ok(None);
-        }
-        if seen.len() >= max_workers.max(1) as usize {
-            return Ok(Some(DropReason::TooManyWorkers));
-        }
-        seen.insert(worker.to_string());
-        Ok(None)
     }
 
     /// Counts the dropped samples in `/metrics` and logs each pool and reason the first time.

@@ -9,3 +9,4 @@ pub mod pubsub;
 pub mod remote_write;
 pub mod sns;
 pub mod sns_signature;
+pub mod worker_gate;

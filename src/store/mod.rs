@@ -445,6 +445,11 @@ impl Store {
         dispatch!(self, s => pool_sql::events(s, pool, page).await)
     }
 
+    /// Deletes `pool`'s worker series last reported before `before_ms`.
+    pub async fn prune_worker_series(&self, pool: &str, before_ms: i64) -> StoreResult<u64> {
+        dispatch!(self, s => signal_sql::prune_worker_series(s, pool, before_ms).await)
+    }
+
     pub async fn prune_samples(&self, before_ms: i64) -> StoreResult<u64> {
         dispatch!(self, s => signal_sql::prune_samples(s, before_ms).await)
     }

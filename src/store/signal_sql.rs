@@ -241,6 +241,19 @@ pub(super) async fn prune_samples<B: Backend>(db: &B, before_ms: i64) -> StoreRe
     B::execute(&mut *db.conn().await?, prune).await
 }
 
+/// Deletes `pool`'s worker series (not its pool-level ones) last reported before `before_ms`.
+pub(super) async fn prune_worker_series<B: Backend>(
+    db: &B,
+    pool: &str,
+    before_ms: i64,
+) -> StoreResult<u64> {
+    let prune =
+        Stmt::new("DELETE FROM signal_latest WHERE pool = $1 AND worker <> '' AND at_ms < $2")
+            .bind(pool)
+            .bind(before_ms);
+    B::execute(&mut *db.conn().await?, prune).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

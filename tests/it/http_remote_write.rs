@@ -237,6 +237,115 @@ async fn json_samples_are_bounded(backend: Backend) {
     assert_eq!(stored(&app).await.0, 0);
 }
 
+/// The bound on a pool's workers holds across requests, not only within one: workers whose
+/// series are fresh count against `max_workers`, by remote write and JSON alike, and a worker
+/// whose series went stale frees its place.
+async fn a_pools_workers_are_bounded_across_requests(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_pool(&app, "p", &t4_policy()).await; // max_workers 4, no registered workers
+    let hosts = |range: std::ops::Range<usize>| -> Vec<_> {
+        range
+            .map(|i| gpu_util("p", &format!("h{i}"), 50.0))
+            .collect()
+    };
+    let out: Value = remote_write(&app, write_request(hosts(0..4)), "application/x-protobuf")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(out["accepted"], 4, "{out}");
+    // A later request: the four hosts keep reporting, two new ones would be six.
+    let out: Value = remote_write(&app, write_request(hosts(2..6)), "application/x-protobuf")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(out["accepted"], 2, "{out}");
+    assert_eq!(out["dropped"], json!({"too_many_workers": 2}), "{out}");
+    // JSON is stored all or nothing: the batch is refused, naming the sample.
+    let post = |samples: Value| {
+        app.client
+            .post(app.url("/v1/webhooks/metrics"))
+            .json(&json!({ "samples": samples }))
+            .send()
+    };
+    let before = stored(&app).await.0;
+    let r = post(json!([
+        {"pool": "p", "worker": "h1", "name": "gpu_utilization", "value": 0.5},
+        {"pool": "p", "worker": "h9", "name": "gpu_utilization", "value": 0.5}
+    ]))
+    .await
+    .unwrap();
+    let body = assert_problem(r, 422, "samples[1].worker").await;
+    assert!(body.to_string().contains("max_workers"), "{body}");
+    assert_eq!(stored(&app).await.0, before);
+
+    // A second pool whose four workers last reported ten minutes ago (stale against the
+    // default signal_max_age_sec of 300): four new workers take their places.
+    create_pool(&app, "q", &t4_policy()).await;
+    let old = trainscaler::core::timestamp::rfc3339(trainscaler::timefmt::now_ms() - 600_000);
+    let stale: Vec<Value> = (0..4)
+        .map(|i| json!({"pool": "q", "worker": format!("old{i}"), "name": "gpu_utilization", "value": 0.5, "at": old}))
+        .collect();
+    assert_eq!(post(Value::Array(stale)).await.unwrap().status(), 200);
+    let fresh: Vec<Value> = (0..4)
+        .map(|i| json!({"pool": "q", "worker": format!("new{i}"), "name": "gpu_utilization", "value": 0.5}))
+        .collect();
+    let r = post(Value::Array(fresh)).await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+}
+
+/// A JSON sample about a worker a pool with registered workers does not have is refused,
+/// naming the sample.
+async fn json_samples_of_unknown_workers_are_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_pool(&app, "w", &t4_policy()).await;
+    crate::http_pools::add_workers(&app, "w", 1, "spot").await; // worker `spot-0`
+    let r = app
+        .client
+        .post(app.url("/v1/webhooks/metrics"))
+        .json(&json!({"samples": [
+            {"pool": "w", "worker": "spot-0", "name": "gpu_utilization", "value": 0.5},
+            {"pool": "w", "name": "queue_depth", "value": 2},
+            {"pool": "w", "worker": "stranger", "name": "gpu_utilization", "value": 0.5}
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    let body = assert_problem(r, 422, "samples[2].worker").await;
+    assert!(body.to_string().contains("stranger"), "{body}");
+    assert_eq!(stored(&app).await.0, 0);
+}
+
+/// Worker series silent past their pool's horizon are deleted by the pruning pass; fresh ones
+/// and the pool-level series stay.
+async fn stale_worker_series_are_pruned(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    create_pool(&app, "p", &t4_policy()).await;
+    let now = trainscaler::timefmt::now_ms();
+    let two_hours_ago = trainscaler::core::timestamp::rfc3339(now - 7_200_000);
+    let r = app
+        .client
+        .post(app.url("/v1/webhooks/metrics"))
+        .json(&json!({"samples": [
+            {"pool": "p", "worker": "gone", "name": "gpu_utilization", "value": 0.5, "at": two_hours_ago},
+            {"pool": "p", "worker": "here", "name": "gpu_utilization", "value": 0.5},
+            {"pool": "p", "name": "queue_depth", "value": 2, "at": two_hours_ago}
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let deleted = trainscaler::ingest::worker_gate::prune_stale_series(&app.state.store, now)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    let left = app.state.store.latest_signals("p", 0).await.unwrap();
+    let mut workers: Vec<&str> = left.iter().map(|s| s.worker.as_str()).collect();
+    workers.sort();
+    assert_eq!(workers, ["", "here"]);
+}
+
 /// Ingestion is rate-limited in samples as well as requests: a key with 10 samples a second
 /// stores a batch of 8, is told to wait for the next 8, and a batch of 11 (more than a
 /// second's worth) is a 413 naming the limit.
@@ -248,7 +357,7 @@ async fn ingestion_is_rate_limited_in_samples(backend: Backend) {
     create_pool(&app, "p", &t4_policy()).await;
     let batch = |n: usize| {
         let samples: Vec<Value> = (0..n)
-            .map(|i| json!({"pool": "p", "worker": format!("w{i}"), "name": "gpu_utilization", "value": 0.5}))
+            .map(|i| json!({"pool": "p", "worker": format!("w{}", i % 4), "name": "gpu_utilization", "value": 0.5}))
             .collect();
         app.client
             .post(app.url("/v1/webhooks/metrics"))
@@ -265,6 +374,9 @@ async fn ingestion_is_rate_limited_in_samples(backend: Backend) {
 
 on_both_backends!(
     remote_write_is_bounded_and_says_what_it_dropped,
+    a_pools_workers_are_bounded_across_requests,
+    json_samples_of_unknown_workers_are_refused,
+    stale_worker_series_are_pruned,
     json_samples_are_bounded,
     ingestion_is_rate_limited_in_samples,
     dcgm_payload_is_stored_per_worker_once,
