@@ -70,15 +70,19 @@ impl AwsError {
 pub fn classify(status: u16, body: &str) -> ProviderError {
     match AwsError::parse(status, body) {
         Some(e) => map_error(&e),
-        None => {
-            let text = format!("HTTP {status}: {}", snippet(body));
-            match status {
-                401 | 403 => ProviderError::Unauthorized(text),
-                429 | 503 => ProviderError::Throttled(text),
-                404 => ProviderError::NotFound(text),
-                _ => ProviderError::Other(text),
-            }
-        }
+        None => by_status(status, &format!("HTTP {status}: {}", snippet(body))),
+    }
+}
+
+/// What an error answer without an AWS error code (a proxy's page, an empty body) means, by
+/// its status alone.
+pub fn by_status(status: u16, text: &str) -> ProviderError {
+    let text = text.to_string();
+    match status {
+        401 | 403 => ProviderError::Unauthorized(text),
+        429 | 503 => ProviderError::Throttled(text),
+        404 => ProviderError::NotFound(text),
+        _ => ProviderError::Other(text),
     }
 }
 
@@ -93,7 +97,9 @@ pub fn map_error(e: &AwsError) -> ProviderError {
         "Throttling"
         | "ThrottlingException"
         | "RequestLimitExceeded"
-        | "TooManyRequestsException" => ProviderError::Throttled(text),
+        | "TooManyRequestsException"
+        // SQS's name for it.
+        | "RequestThrottled" => ProviderError::Throttled(text),
         // Both say the service is overloaded for the moment (AWS sends them with HTTP 503);
         // backing off is what helps.
         "ServiceUnavailable" | "Unavailable" => ProviderError::Throttled(text),
@@ -106,6 +112,7 @@ pub fn map_error(e: &AwsError) -> ProviderError {
         | "ExpiredToken"
         | "RequestExpired"
         | "MissingAuthenticationToken"
+        | "UnrecognizedClientException"
         | "OptInRequired" => ProviderError::Unauthorized(text),
         "InsufficientInstanceCapacity" | "InsufficientCapacity" => {
             let (instance_type, zone) = capacity_details(&e.message);
@@ -178,7 +185,7 @@ fn looks_like_instance_type(word: &str) -> bool {
 }
 
 /// The start of a body that is not an AWS error, for the message.
-fn snippet(body: &str) -> String {
+pub fn snippet(body: &str) -> String {
     let body = body.trim();
     if body.is_empty() {
         return "(empty body)".into();

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::credentials::AwsCredentialsProvider;
+use super::error;
 use super::settings::{AwsCredentials, AwsSettings};
 use super::sign::sign_post;
 use crate::provider::{ProviderError, ProviderResult};
@@ -229,26 +230,19 @@ pub fn classify(status: u16, body: &str, query_error: Option<&str>) -> ProviderE
         .or_else(|| parsed.get("Message"))
         .and_then(Value::as_str)
         .unwrap_or(body);
-    let text = format!("SQS {kind}: {message} (HTTP {status})");
-    match (status, kind) {
-        (_, "QueueDoesNotExist") => ProviderError::NotFound(text),
-        _ if legacy == "AWS.SimpleQueueService.NonExistentQueue" => ProviderError::NotFound(text),
-        (_, "RequestThrottled" | "ThrottlingException") | (429, _) => {
-            ProviderError::Throttled(text)
-        }
-        (
-            _,
-            "AccessDenied"
-            | "AccessDeniedException"
-            | "InvalidClientTokenId"
-            | "SignatureDoesNotMatch"
-            | "UnrecognizedClientException"
-            | "ExpiredToken",
-        )
-        | (401 | 403, _) => ProviderError::Unauthorized(text),
-        (400..=499, _) => ProviderError::InvalidRequest(text),
-        _ => ProviderError::Other(text),
+    if kind == "QueueDoesNotExist" || legacy == "AWS.SimpleQueueService.NonExistentQueue" {
+        return ProviderError::NotFound(format!("SQS {kind}: {message} (HTTP {status})"));
     }
+    if kind.is_empty() {
+        return error::by_status(status, &format!("SQS: {}", error::snippet(body)));
+    }
+    // The same codes mean the same to the reconciler whichever AWS API sent them.
+    error::map_error(&error::AwsError {
+        status,
+        code: kind.to_string(),
+        message: format!("SQS: {message} (HTTP {status})"),
+        request_id: None,
+    })
 }
 
 #[cfg(test)]
@@ -336,9 +330,18 @@ mod tests {
             ),
             ProviderError::Throttled(_)
         ));
+        // Without a code, the status decides, as for EC2 and Auto Scaling: 503 is overload.
         assert!(matches!(
             classify(503, "<html>", None),
-            ProviderError::Other(_)
+            ProviderError::Throttled(_)
+        ));
+        assert!(matches!(
+            classify(
+                400,
+                r#"{"__type":"com.amazonaws.sqs#InvalidParameterValue"}"#,
+                None
+            ),
+            ProviderError::InvalidRequest(_)
         ));
     }
 }
