@@ -197,6 +197,18 @@ pub async fn post_metrics(
     Ok(Json(out(&report)))
 }
 
+async fn pools_by_name(
+    state: &AppState,
+) -> Result<std::collections::HashMap<String, PoolRow>, ApiError> {
+    Ok(state
+        .store
+        .pools()
+        .await?
+        .into_iter()
+        .map(|p| (p.name.clone(), p))
+        .collect())
+}
+
 /// Refuses a JSON batch holding a sample about a worker its pool does not take (see
 /// [`WorkerGate`]): the batch is stored all or nothing, so the sender hears which sample.
 /// Samples of pools that do not exist are left to the store, which names them.
@@ -204,13 +216,7 @@ async fn check_workers(state: &AppState, samples: &[NewSample], now: i64) -> Res
     if samples.iter().all(|s| s.worker.is_empty()) {
         return Ok(());
     }
-    let pools: std::collections::HashMap<String, PoolRow> = state
-        .store
-        .pools()
-        .await?
-        .into_iter()
-        .map(|p| (p.name.clone(), p))
-        .collect();
+    let pools = pools_by_name(state).await?;
     let mut gate = WorkerGate::default();
     let mut errors = Vec::new();
     for (i, s) in samples.iter().enumerate() {
@@ -326,13 +332,7 @@ pub async fn post_prometheus(
     }
     let mapped = remote_write::map_series(&request, &state.remote_write)
         .map_err(|e| ApiError::bad_request("body", e.to_string()))?;
-    let pools: std::collections::HashMap<String, PoolRow> = state
-        .store
-        .pools()
-        .await?
-        .into_iter()
-        .map(|p| (p.name.clone(), p))
-        .collect();
+    let pools = pools_by_name(&state).await?;
     let now = now_ms();
     let mut sorter = Sorter::default();
     for sample in mapped.samples {
