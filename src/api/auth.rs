@@ -217,7 +217,7 @@ pub async fn require_key(State(state): State<AppState>, req: Request, next: Next
     // HTML page alone offers that challenge, so API clients never see a login dialog.
     let page = route == "/" && req.method() == Method::GET;
     let body_limit = state.ingest_body_limits.for_route(&route);
-    match authorise(&auth, needed, req, body_limit).await {
+    match authorise(&auth, needed, &route, req, body_limit).await {
         Ok(req) => next.run(req).await,
         Err(e) if page && e.status() == StatusCode::UNAUTHORIZED => e
             .with_header(
@@ -229,24 +229,24 @@ pub async fn require_key(State(state): State<AppState>, req: Request, next: Next
     }
 }
 
-/// `body_limit`: the route's, for a signed body read here.
+/// `route`: the matched template; `body_limit`: the route's, for a signed body read here.
 async fn authorise(
     auth: &Arc<Auth>,
     needed: Scope,
+    route: &str,
     mut req: Request,
     body_limit: usize,
 ) -> Result<Request, ApiError> {
     let principal = match &auth.verifier {
-        None => Principal {
-            name: "anonymous".into(),
-            scopes: Scopes::new([Scope::Admin]),
-        },
+        None => Principal::everywhere("anonymous", Scopes::new([Scope::Admin])),
         Some(verifier) => {
             let (principal, rebuilt) = identify(auth, verifier, needed, req, body_limit).await?;
             req = rebuilt;
             if !principal.scopes.allows(needed) {
                 return Err(ApiError::forbidden(needed.as_str()));
             }
+            let method = req.method().clone();
+            req = super::pool_access::check_route(&principal, &method, route, req).await?;
             principal
         }
     };
@@ -304,10 +304,10 @@ pub const PUBSUB_ROUTE: &str = "/v1/webhooks/events";
 /// A Pub/Sub push token: the subscription's service account may ingest events, nothing else.
 async fn verify_push(pubsub: &PushAuth, token: &str) -> Result<Principal, ApiError> {
     match pubsub.verify(token, crate::timefmt::now_ms()).await {
-        Ok(id) => Ok(Principal {
-            name: format!("pubsub:{}", id.email),
-            scopes: Scopes::new([Scope::Ingest]),
-        }),
+        Ok(id) => Ok(Principal::everywhere(
+            format!("pubsub:{}", id.email),
+            Scopes::new([Scope::Ingest]),
+        )),
         Err(e @ PushAuthError::Keys(_)) => Err(ApiError::unavailable(format!(
             "the Pub/Sub push token {e}; retry"
         ))),
@@ -362,10 +362,8 @@ async fn verify_signed(
     auth.webhooks
         .verify(&source, &timestamp, &signature, &bytes, now_secs)
         .map_err(refused)?;
-    let principal = Principal {
-        name: format!("webhook:{source}"),
-        scopes: Scopes::new([Scope::Ingest]),
-    };
+    let principal =
+        Principal::everywhere(format!("webhook:{source}"), Scopes::new([Scope::Ingest]));
     Ok((principal, Request::from_parts(parts, Body::from(bytes))))
 }
 
@@ -424,7 +422,9 @@ pub fn document(spec: &mut utoipa::openapi::OpenApi) {
                 .or_insert_with(|| problem("No API key, or not a valid one").into());
             responses
                 .entry("403".into())
-                .or_insert_with(|| problem("The key lacks the scope this route needs").into());
+                .or_insert_with(|| {
+                    problem("The key lacks the scope this route needs, or its pools do not include the one asked about").into()
+                });
             if scope == Scope::Ingest {
                 responses.entry("429".into()).or_insert_with(|| {
                     problem("The key is over its ingestion rate; see Retry-After").into()

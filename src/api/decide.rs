@@ -417,6 +417,7 @@ pub fn parse_job(j: JobIn, catalog: &CatalogSnapshot) -> Result<Job, ApiError> {
     ))]
 pub async fn decide(
     State(state): State<AppState>,
+    principal: Option<axum::Extension<crate::auth::verifier::Principal>>,
     ApiJson(request): ApiJson<DecideRequest>,
 ) -> Result<Json<DecideResponse>, ApiError> {
     let catalog = snapshot(&state)?;
@@ -435,6 +436,7 @@ pub async fn decide(
             }))
         }
         (None, Some(pool)) => {
+            super::pool_access::check(principal.as_deref(), "pool", &pool)?;
             let answer =
                 crate::fleet::pool_decision::decide(&state.store, &catalog, &pool, now_ms())
                     .await?

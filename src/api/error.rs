@@ -91,6 +91,14 @@ impl ApiError {
         Self::new(StatusCode::FORBIDDEN, "refused", problem.clone()).with_field(field, problem)
     }
 
+    /// 403 `/problems/pool-forbidden`: a key restricted to pools, about a pool outside its
+    /// list (`field` says where the request named it), or on a route that reaches every pool.
+    pub fn pool_forbidden(field: &str, problem: impl Into<String>) -> Self {
+        let problem = problem.into();
+        Self::new(StatusCode::FORBIDDEN, "pool-forbidden", problem.clone())
+            .with_field(field, problem)
+    }
+
     /// 403: a valid key without the scope this route needs.
     pub fn forbidden(scope: &str) -> Self {
         Self::new(
@@ -393,6 +401,13 @@ impl From<StoreError> for ApiError {
             StoreError::UnknownPool { index, pool } => Self::invalid(
                 format!("samples[{index}].pool"),
                 format!("names no pool: `{pool}`; create it with PUT /v1/pools/{pool} first"),
+            ),
+            StoreError::PoolNotAllowed { index, pool } => Self::pool_forbidden(
+                "events",
+                format!(
+                    "notice {index} is about a worker of pool `{pool}`, which is not one of \
+                     this API key's pools; nothing of the batch was stored"
+                ),
             ),
             StoreError::IdempotencyKeyTaken => Self::idempotency_key_in_flight(),
             other => match other.fault() {

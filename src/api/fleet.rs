@@ -1,24 +1,33 @@
 //! `GET /fleet` and `GET /fleet/{pool}` for dashboards, and `GET /`: the same view as a page
-//! for people.
+//! for people. A key restricted to pools sees those pools only.
 
-use axum::Json;
 use axum::extract::State;
 use axum::response::Html;
+use axum::{Extension, Json};
 
 use super::error::{ApiError, Problem};
 use super::extract::ApiPath;
 use super::offerings::snapshot;
+use super::pool_access::scope_of;
 use crate::app::AppState;
-use crate::fleet::view::{FleetView, PoolView, fleet, pool_view};
+use crate::auth::verifier::Principal;
+use crate::fleet::view::{FleetView, PoolView, fleet_of, pool_view};
 use crate::timefmt::now_ms;
 
 /// Every pool: workers by type, market and zone, target, queue, utilisation, cost per hour,
 /// spend today, budget, last decision and recent events; fleet totals.
 #[utoipa::path(get, path = "/fleet", tag = "fleet",
     responses((status = 200, description = "The fleet", body = FleetView)))]
-pub async fn get_fleet(State(state): State<AppState>) -> Result<Json<FleetView>, ApiError> {
+pub async fn get_fleet(
+    State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
+) -> Result<Json<FleetView>, ApiError> {
     let catalog = snapshot(&state)?;
-    Ok(Json(fleet(&state.store, &catalog, now_ms(), false).await?))
+    let pools = scope_of(principal.as_deref());
+    let shown = |name: &str| pools.allows(name);
+    Ok(Json(
+        fleet_of(&state.store, &catalog, now_ms(), false, shown).await?,
+    ))
 }
 
 /// One pool of the fleet.
@@ -46,8 +55,13 @@ pub async fn get_fleet_pool(
 /// The fleet page: pools, workers, cost, and desired vs current over the last hours.
 #[utoipa::path(get, path = "/", tag = "fleet",
     responses((status = 200, description = "HTML", content_type = "text/html")))]
-pub async fn fleet_page(State(state): State<AppState>) -> Result<Html<String>, ApiError> {
+pub async fn fleet_page(
+    State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
+) -> Result<Html<String>, ApiError> {
     let catalog = snapshot(&state)?;
-    let view = fleet(&state.store, &catalog, now_ms(), true).await?;
+    let pools = scope_of(principal.as_deref());
+    let shown = |name: &str| pools.allows(name);
+    let view = fleet_of(&state.store, &catalog, now_ms(), true, shown).await?;
     Ok(Html(super::page::render(&view)))
 }

@@ -300,9 +300,8 @@ mod tests {
 
     #[test]
     fn callers_are_key_ids() {
-        let p = |name: &str| Principal {
-            name: name.into(),
-            scopes: crate::auth::scope::Scopes::new([Scope::Ingest]),
+        let p = |name: &str| {
+            Principal::everywhere(name, crate::auth::scope::Scopes::new([Scope::Ingest]))
         };
         assert_eq!(caller_of(Some(&p("key:abc"))), "abc");
         assert_eq!(caller_of(Some(&p("anonymous"))), "");

@@ -1,5 +1,6 @@
-//! API keys over HTTP (admin scope): `POST /v1/keys` makes one and shows its token once,
-//! `GET /v1/keys` lists them without secrets, `DELETE /v1/keys/{id}` revokes one.
+//! API keys over HTTP (admin scope, on a key that reaches every pool): `POST /v1/keys` makes
+//! one (optionally restricted to pools) and shows its token once, `GET /v1/keys` lists them
+//! without secrets, `DELETE /v1/keys/{id}` revokes one.
 
 use axum::Json;
 use axum::extract::State;
@@ -8,11 +9,12 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::list::{ListParams, page, time_then};
 use crate::app::AppState;
 use crate::auth::issue::mint;
+use crate::auth::pools::{POOL_NAME_RULE, PoolScope, is_pool_name};
 use crate::auth::scope::{Scope, Scopes};
 use crate::store::KeyRow;
 use crate::timefmt::{format_ms, now_ms};
@@ -33,6 +35,12 @@ pub struct KeyIn {
     /// At least one of read, decide, ingest, admin (admin implies the others).
     #[schema(min_items = 1, example = json!(["ingest"]))]
     pub scopes: Vec<Scope>,
+    /// The pools the key reaches; absent or empty: every pool. A restricted key gets 403 on
+    /// any other pool and on routes that reach every pool at once (the key list, catalog
+    /// imports, `/metrics`). The pools need not exist yet.
+    #[serde(default)]
+    #[schema(example = json!(["gpu-t4", "gpu-a100"]))]
+    pub pools: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -41,6 +49,8 @@ pub struct KeyOut {
     pub id: String,
     pub name: String,
     pub scopes: Vec<Scope>,
+    /// The pools it reaches; empty: every pool.
+    pub pools: Vec<String>,
     pub created_at: String,
     /// When it was revoked; absent while it works.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,6 +78,7 @@ fn key_out(row: &KeyRow) -> KeyOut {
         id: row.id.clone(),
         name: row.name.clone(),
         scopes: row.scopes.iter().collect(),
+        pools: row.pools.names().to_vec(),
         created_at: format_ms(row.created_at_ms),
         revoked_at: row.revoked_at_ms.map(format_ms),
     }
@@ -78,7 +89,7 @@ fn key_out(row: &KeyRow) -> KeyOut {
     responses(
         (status = 201, description = "Created; the token is in this answer only", body = CreatedKey),
         (status = 400, description = "Not JSON, an unknown field or scope", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An empty name or no scope", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An empty name, no scope, or something in `pools` that is not a pool name", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_key(
     State(state): State<AppState>,
@@ -92,7 +103,23 @@ pub async fn create_key(
     if scopes.is_empty() {
         return Err(ApiError::invalid("scopes", "must name at least one scope"));
     }
-    let issued = mint(name, scopes, now_ms()).map_err(ApiError::internal)?;
+    let pools = body.pools.unwrap_or_default();
+    let errors: Vec<FieldError> = pools
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !is_pool_name(p))
+        .map(|(i, _)| FieldError {
+            field: format!("pools[{i}]"),
+            problem: POOL_NAME_RULE.to_string(),
+            line: None,
+        })
+        .take(20)
+        .collect();
+    if !errors.is_empty() {
+        return Err(ApiError::invalid_fields(errors));
+    }
+    let issued =
+        mint(name, scopes, PoolScope::only(pools), now_ms()).map_err(ApiError::internal)?;
     state.store.create_key(&issued.row).await?;
     let out = CreatedKey {
         key: key_out(&issued.row),

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod offerings;
 pub mod page;
 mod page_events;
+pub mod pool_access;
 pub mod pools;
 pub mod prices;
 pub mod providers_status;

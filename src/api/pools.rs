@@ -104,11 +104,16 @@ pub async fn put_pool(
     ))]
 pub async fn list_pools(
     State(state): State<AppState>,
+    principal: Option<axum::Extension<crate::auth::verifier::Principal>>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<PoolList>, ApiError> {
+    let pools = super::pool_access::scope_of(principal.as_deref());
     // One statement for every pool and its live workers, not one per pool.
+    let mut all = state.store.pools_with_live_workers().await?;
+    // Filtered before paging, so pages and cursors are the key's own.
+    all.retain(|(p, _)| pools.allows(&p.name));
     let (rows, next) = page(
-        state.store.pools_with_live_workers().await?,
+        all,
         |(p, _)| p.name.clone(),
         params.limit.as_deref(),
         params.cursor.as_deref(),
@@ -470,24 +475,14 @@ pub async fn list_events(
     }))
 }
 
-/// Pool names are path segments, metric labels and Kubernetes-style names: lowercase letters,
-/// digits, `-`, `_` and `.`, starting with a letter or digit, at most 63 characters.
+/// Pool names: see [`is_pool_name`](crate::auth::pools::is_pool_name).
 pub fn check_pool_name(name: &str) -> Result<(), ApiError> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if ok {
+    if crate::auth::pools::is_pool_name(name) {
         Ok(())
     } else {
         Err(ApiError::invalid(
             "name",
-            "must be 1 to 63 lowercase letters, digits, `-`, `_` or `.`, starting with a letter or digit",
+            crate::auth::pools::POOL_NAME_RULE,
         ))
     }
 }

@@ -16,6 +16,7 @@ use utoipa::ToSchema;
 use super::error::{ApiError, FieldError, Problem};
 use super::extract::{ApiJson, content_type_is, read_body};
 use super::idempotency::{Claim, json_answer, once};
+use super::pool_access;
 use crate::app::AppState;
 use crate::auth::verifier::Principal;
 use crate::core::policy::Policy;
@@ -159,6 +160,10 @@ pub async fn post_metrics(
                 batch.samples.len()
             ),
         ));
+    }
+    // The whole batch is refused for one sample of another pool, before anything is written.
+    for (i, s) in batch.samples.iter().enumerate() {
+        pool_access::check(principal.as_deref(), &format!("samples[{i}].pool"), &s.pool)?;
     }
     let now = now_ms();
     let mut errors = Vec::new();
@@ -332,6 +337,12 @@ pub async fn post_prometheus(
     }
     let mapped = remote_write::map_series(&request, &state.remote_write)
         .map_err(|e| ApiError::bad_request("body", e.to_string()))?;
+    // A restricted key's request is refused whole for one series of another pool: dropping
+    // those samples quietly would hide a sender writing where it should not.
+    for sample in &mapped.samples {
+        let label = &state.remote_write.pool_label;
+        pool_access::check(principal.as_ref(), label, &sample.pool)?;
+    }
     let pools = pools_by_name(&state).await?;
     let now = now_ms();
     let mut sorter = Sorter::default();
@@ -494,6 +505,7 @@ pub struct NoticesOut {
     ))]
 pub async fn post_events(
     State(state): State<AppState>,
+    principal: Option<axum::Extension<Principal>>,
     claim: Claim,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Json<NoticesOut>, ApiError> {
@@ -517,6 +529,15 @@ pub async fn post_events(
             format!("at most {MAX_NOTICES} notices per batch"),
         ));
     }
+    // Notices that name their pool are checked here; those that name only a worker are
+    // checked once the store has found the worker's pool, in the same transaction.
+    let pools = pool_access::scope_of(principal.as_deref());
+    for (i, notice) in &parsed.notices {
+        if let Some(pool) = &notice.pool {
+            let field = format!("{}.pool", item_field(&body, *i));
+            pool_access::check(principal.as_deref(), &field, pool)?;
+        }
+    }
     let indexes: Vec<usize> = parsed.notices.iter().map(|(i, _)| *i).collect();
     let respond = |outcomes: &Vec<NoticeOutcome>| -> StoredResponse {
         json_answer(
@@ -525,12 +546,39 @@ pub async fn post_events(
         )
     };
     let once = once(claim.as_ref().map(|c| &c.0), &respond);
-    let outcomes = notices::record(&state, &parsed, now, once).await?;
+    let outcomes = notices::record_within(&state, &parsed, now, once, &pools)
+        .await
+        .map_err(|e| match e {
+            // The store counts the notices it was given; the answer names the request's item.
+            crate::store::StoreError::PoolNotAllowed { index, pool } => {
+                let i = parsed.notices.get(index).map_or(index, |(i, _)| *i);
+                ApiError::pool_forbidden(
+                    &item_field(&body, i),
+                    format!(
+                        "the notice is about a worker of pool `{pool}`, which is not one of \
+                         this API key's pools; nothing of the batch was stored"
+                    ),
+                )
+            }
+            other => other.into(),
+        })?;
     Ok(Json(notices_out(
         &indexes,
         &outcomes,
         parsed.ignored.clone(),
     )))
+}
+
+/// Where item `i` of an events body is, as problem documents name fields: `events[i]` in the
+/// generic format, `[i]` in an array, `body` for a single event.
+fn item_field(body: &serde_json::Value, i: usize) -> String {
+    if body.is_array() {
+        format!("[{i}]")
+    } else if body.get("events").is_some() {
+        format!("events[{i}]")
+    } else {
+        "body".to_string()
+    }
 }
 
 /// The answer to a batch of notices: `indexes` are the notices' places in the request.

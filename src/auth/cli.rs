@@ -4,6 +4,7 @@
 use clap::Subcommand;
 
 use super::issue::mint;
+use super::pools::{POOL_NAME_RULE, PoolScope, is_pool_name};
 use super::scope::{Scope, Scopes};
 use crate::config::Config;
 use crate::timefmt::{format_ms, now_ms};
@@ -19,6 +20,10 @@ pub enum KeysCommand {
         /// A label for people: who or what uses the key.
         #[arg(long, default_value = "cli")]
         name: String,
+        /// Restrict the key to this pool (repeat for several); without it the key reaches
+        /// every pool. The pools need not exist yet.
+        #[arg(long = "pool", value_parser = pool_name)]
+        pools: Vec<String>,
     },
     /// List keys (never their secrets).
     List,
@@ -30,27 +35,33 @@ pub enum KeysCommand {
 pub async fn run(config: &Config, command: KeysCommand) -> anyhow::Result<()> {
     let store = crate::app::open_store(config).await?;
     match command {
-        KeysCommand::Create { scopes, name } => {
-            let issued = mint(&name, Scopes::new(scopes), now_ms())?;
+        KeysCommand::Create {
+            scopes,
+            name,
+            pools,
+        } => {
+            let issued = mint(&name, Scopes::new(scopes), PoolScope::only(pools), now_ms())?;
             store.create_key(&issued.row).await?;
             eprintln!(
-                "created key {} ({}) with scopes {}",
+                "created key {} ({}) with scopes {} for pools {}",
                 issued.row.id,
                 issued.row.name,
-                issued.row.scopes.to_csv()
+                issued.row.scopes.to_csv(),
+                issued.row.pools
             );
             println!("{}", issued.token);
         }
         KeysCommand::List => {
             println!(
-                "{:<14} {:<22} {:<26} {:<26} name",
-                "id", "scopes", "created", "revoked"
+                "{:<14} {:<22} {:<24} {:<26} {:<26} name",
+                "id", "scopes", "pools", "created", "revoked"
             );
             for k in store.keys().await? {
                 println!(
-                    "{:<14} {:<22} {:<26} {:<26} {}",
+                    "{:<14} {:<22} {:<24} {:<26} {:<26} {}",
                     k.id,
                     k.scopes.to_csv(),
+                    k.pools.to_string(),
                     format_ms(k.created_at_ms),
                     k.revoked_at_ms.map(format_ms).unwrap_or_else(|| "-".into()),
                     k.name
@@ -65,4 +76,13 @@ pub async fn run(config: &Config, command: KeysCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--pool`: a pool name, or a message saying what one looks like.
+fn pool_name(s: &str) -> Result<String, String> {
+    if is_pool_name(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` {POOL_NAME_RULE}"))
+    }
 }

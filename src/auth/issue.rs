@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use super::pools::PoolScope;
 use super::scope::Scopes;
 use super::token::{Token, hash_secret};
 use crate::store::{KeyRow, Store, StoreError};
@@ -15,8 +16,14 @@ pub struct IssuedKey {
     pub row: KeyRow,
 }
 
-/// Makes a key; nothing is stored yet. Cheap (a SHA-256), so it runs inline.
-pub fn mint(name: &str, scopes: Scopes, now_ms: i64) -> Result<IssuedKey, getrandom::Error> {
+/// Makes a key that reaches `pools`; nothing is stored yet. Cheap (a SHA-256), so it runs
+/// inline.
+pub fn mint(
+    name: &str,
+    scopes: Scopes,
+    pools: PoolScope,
+    now_ms: i64,
+) -> Result<IssuedKey, getrandom::Error> {
     let token = Token::generate()?;
     let secret_hash = hash_secret(&token.secret);
     Ok(IssuedKey {
@@ -25,6 +32,7 @@ pub fn mint(name: &str, scopes: Scopes, now_ms: i64) -> Result<IssuedKey, getran
             id: token.id,
             name: name.to_string(),
             scopes,
+            pools,
             secret_hash,
             created_at_ms: now_ms,
             revoked_at_ms: None,
@@ -51,6 +59,7 @@ pub async fn first_admin_key(
     let issued = mint(
         "first-start admin",
         Scopes::new([super::scope::Scope::Admin]),
+        PoolScope::every(),
         now_ms,
     )?;
     let token = issued.token;

@@ -1,10 +1,11 @@
-//! Who may call the API: scoped API keys (hashed at rest, checked per request), signed
-//! webhooks, Google-signed Pub/Sub push tokens, the first-start admin key, and the `keys`
-//! command.
+//! Who may call the API: scoped API keys (hashed at rest, checked per request, optionally
+//! restricted to pools), signed webhooks, Google-signed Pub/Sub push tokens, the first-start
+//! admin key, and the `keys` command.
 
 pub mod cli;
 pub mod google_oidc;
 pub mod issue;
+pub mod pools;
 pub mod scope;
 pub mod token;
 pub mod verifier;

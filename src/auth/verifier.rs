@@ -8,7 +8,7 @@
 //!
 //! When the database cannot be reached, a key whose cache entry expired but that verified
 //! within the outage grace (`--auth-outage-grace-sec`) still works from memory, with the
-//! scopes it had then, so that routes served from memory keep answering; writes fail on their
+//! scopes and pools it had then, so that routes served from memory keep answering; writes fail on their
 //! own with 503. The first check once the database answers again reads the row, so a key
 //! revoked during the outage stops working then.
 //!
@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
+use super::pools::PoolScope;
 use super::scope::Scopes;
 use super::token::{
     Stored, Token, digest, hash_secret, matches_argon2, matches_digest, stored_kind,
@@ -43,16 +44,36 @@ pub struct Principal {
     /// `key:<id>`, `webhook:<source>`, or `anonymous` when authentication is off.
     pub name: String,
     pub scopes: Scopes,
+    /// The pools it reaches: a key's list, every pool for the others.
+    pub pools: PoolScope,
 }
 
 impl Principal {
     /// The principal of the stored API key `id`.
-    pub fn key(id: &str, scopes: Scopes) -> Self {
+    pub fn key(id: &str, grant: Grant) -> Self {
         Self {
             name: format!("key:{id}"),
-            scopes,
+            scopes: grant.scopes,
+            pools: grant.pools,
         }
     }
+
+    /// A caller that reaches every pool: authentication off, a signed webhook, a Pub/Sub
+    /// push subscription.
+    pub fn everywhere(name: impl Into<String>, scopes: Scopes) -> Self {
+        Self {
+            name: name.into(),
+            scopes,
+            pools: PoolScope::every(),
+        }
+    }
+}
+
+/// What a verified key may do and where: what the cache keeps of its row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub scopes: Scopes,
+    pub pools: PoolScope,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +90,7 @@ pub enum VerifyError {
 #[derive(Debug, Clone)]
 struct Cached {
     digest: [u8; 32],
-    scopes: Scopes,
+    grant: Grant,
     /// When it was verified against the database.
     at: Instant,
 }
@@ -108,27 +129,31 @@ impl KeyVerifier {
         // The token's shape is public, so refusing a malformed one at once tells nobody
         // anything they did not know.
         let t = Token::parse(presented).ok_or(VerifyError::Invalid)?;
-        if let Some(scopes) = self.cached(&t) {
-            return Ok(Principal::key(&t.id, scopes));
+        if let Some(grant) = self.cached(&t) {
+            return Ok(Principal::key(&t.id, grant));
         }
         let revocations = self.revocations.load(Ordering::SeqCst);
         let row = match self.store.active_key(&t.id).await {
             Ok(row) => row.ok_or(VerifyError::Invalid)?,
             Err(e) if e.fault() == Fault::Unavailable => {
                 return match self.recent(&t, self.outage_grace) {
-                    Some(scopes) => {
+                    Some(grant) => {
                         self.outage_hits.fetch_add(1, Ordering::Relaxed);
-                        Ok(Principal::key(&t.id, scopes))
+                        Ok(Principal::key(&t.id, grant))
                     }
                     None => Err(e.into()),
                 };
             }
             Err(e) => return Err(e.into()),
         };
+        let grant = Grant {
+            scopes: row.scopes,
+            pools: row.pools,
+        };
         let matched = match stored_kind(&row.secret_hash) {
             Stored::Digest => matches_digest(&t.secret, &row.secret_hash),
             Stored::Argon2 => {
-                self.verify_legacy(&t, &row.secret_hash, row.scopes, revocations)
+                self.verify_legacy(&t, &row.secret_hash, &grant, revocations)
                     .await?
             }
             Stored::Unknown => false,
@@ -136,8 +161,8 @@ impl KeyVerifier {
         if !matched {
             return Err(VerifyError::Invalid);
         }
-        self.remember(&t, row.scopes, revocations);
-        Ok(Principal::key(&t.id, row.scopes))
+        self.remember(&t, grant.clone(), revocations);
+        Ok(Principal::key(&t.id, grant))
     }
 
     /// Checks `t` against a legacy Argon2 hash and, when it matches, rewrites the row with the
@@ -146,7 +171,7 @@ impl KeyVerifier {
         &self,
         t: &Token,
         stored: &str,
-        scopes: Scopes,
+        grant: &Grant,
         revocations: u64,
     ) -> Result<bool, VerifyError> {
         let permit = self
@@ -169,7 +194,7 @@ impl KeyVerifier {
                 .map_err(|e| VerifyError::Internal(e.to_string()))?;
         if matched {
             // Cached before the slot is freed, so the next in the queue finds it.
-            self.remember(t, scopes, revocations);
+            self.remember(t, grant.clone(), revocations);
             let new = hash_secret(&t.secret);
             // The key is good either way; a failed rewrite only means Argon2 again next time.
             if let Err(e) = self.store.rehash_key(&t.id, stored, &new).await {
@@ -180,16 +205,16 @@ impl KeyVerifier {
         Ok(matched)
     }
 
-    fn cached(&self, t: &Token) -> Option<Scopes> {
+    fn cached(&self, t: &Token) -> Option<Grant> {
         self.recent(t, CACHE_TTL)
     }
 
-    /// The scopes of `t` if it verified against the database less than `within` ago.
-    fn recent(&self, t: &Token, within: Duration) -> Option<Scopes> {
+    /// The grant of `t` if it verified against the database less than `within` ago.
+    fn recent(&self, t: &Token, within: Duration) -> Option<Grant> {
         let cache = self.cache.lock().ok()?;
         let hit = cache.get(&t.id)?;
         let same: bool = hit.digest.ct_eq(&digest(&t.secret)).into();
-        (same && hit.at.elapsed() < within).then_some(hit.scopes)
+        (same && hit.at.elapsed() < within).then(|| hit.grant.clone())
     }
 
     /// Requests let through from memory while the database was unreachable.
@@ -199,7 +224,7 @@ impl KeyVerifier {
 
     /// Caches a verified key, unless a key was revoked since its row was read (`revocations`
     /// then): that row may be the revoked key's, and this request is the last it answers.
-    fn remember(&self, t: &Token, scopes: Scopes, revocations: u64) {
+    fn remember(&self, t: &Token, grant: Grant, revocations: u64) {
         let Ok(mut cache) = self.cache.lock() else {
             return;
         };
@@ -217,7 +242,7 @@ impl KeyVerifier {
             t.id.clone(),
             Cached {
                 digest: digest(&t.secret),
-                scopes,
+                grant,
                 at: now,
             },
         );
@@ -251,17 +276,45 @@ mod tests {
         let verifier =
             KeyVerifier::new(Store::connect(&url).await.unwrap(), Duration::ZERO).unwrap();
         let token = Token::generate().unwrap();
-        let scopes = Scopes::new([Scope::Read]);
+        let grant = Grant {
+            scopes: Scopes::new([Scope::Read]),
+            pools: PoolScope::every(),
+        };
 
         let before = verifier.revocations.load(Ordering::SeqCst);
         verifier.forget(&token.id);
-        verifier.remember(&token, scopes, before);
+        verifier.remember(&token, grant.clone(), before);
         assert_eq!(verifier.cached(&token), None);
 
         let after = verifier.revocations.load(Ordering::SeqCst);
-        verifier.remember(&token, scopes, after);
-        assert_eq!(verifier.cached(&token), Some(scopes));
+        verifier.remember(&token, grant.clone(), after);
+        assert_eq!(verifier.cached(&token), Some(grant));
         verifier.forget(&token.id);
         assert_eq!(verifier.cached(&token), None);
+    }
+
+    /// What the cache (and so the outage grace) lets through keeps the key's pool list: a key
+    /// restricted to one pool must not reach every pool because the database is down.
+    #[tokio::test]
+    async fn a_key_served_from_memory_keeps_its_pools() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/keys.db", dir.path().display());
+        let verifier = KeyVerifier::new(
+            Store::connect(&url).await.unwrap(),
+            Duration::from_secs(600),
+        )
+        .unwrap();
+        let token = Token::generate().unwrap();
+        let grant = Grant {
+            scopes: Scopes::new([Scope::Ingest]),
+            pools: PoolScope::only(["gpu-t4".to_string()]),
+        };
+        let now = verifier.revocations.load(Ordering::SeqCst);
+        verifier.remember(&token, grant, now);
+        let kept = verifier.recent(&token, verifier.outage_grace).unwrap();
+        assert!(kept.pools.allows("gpu-t4"));
+        assert!(!kept.pools.allows("gpu-a100"));
+        let principal = Principal::key(&token.id, kept);
+        assert_eq!(principal.pools.names(), ["gpu-t4"]);
     }
 }

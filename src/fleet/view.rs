@@ -164,8 +164,20 @@ pub async fn fleet(
     now_ms: i64,
     history: bool,
 ) -> StoreResult<FleetView> {
+    fleet_of(store, catalog, now_ms, history, |_| true).await
+}
+
+/// The pools named `shown` keeps, with totals over those alone (a caller restricted to some
+/// pools learns nothing of the others, not even through a sum).
+pub async fn fleet_of(
+    store: &Store,
+    catalog: &CatalogSnapshot,
+    now_ms: i64,
+    history: bool,
+    shown: impl Fn(&str) -> bool,
+) -> StoreResult<FleetView> {
     let mut pools = Vec::new();
-    for row in store.pools().await? {
+    for row in store.pools().await?.into_iter().filter(|r| shown(&r.name)) {
         pools.push(pool_view(store, catalog, row, now_ms, history).await?);
     }
     let live = || pools.iter().flat_map(|p| &p.worker_signals);

@@ -4,6 +4,7 @@
 //! because the queue pollers are not requests.
 
 use crate::app::AppState;
+use crate::auth::pools::PoolScope;
 use crate::ingest::cloud_events;
 use crate::metrics::KindLabels;
 use crate::store::{NoticeOutcome, Once, StoreError};
@@ -19,8 +20,23 @@ pub async fn record(
     now: i64,
     once: Option<Once<'_, Vec<NoticeOutcome>>>,
 ) -> Result<Vec<NoticeOutcome>, StoreError> {
+    record_within(state, parsed, now, once, &PoolScope::every()).await
+}
+
+/// [`record`] for a sender that reaches only `pools`: a notice whose worker belongs to
+/// another pool fails the whole batch, nothing written.
+pub async fn record_within(
+    state: &AppState,
+    parsed: &cloud_events::Parsed,
+    now: i64,
+    once: Option<Once<'_, Vec<NoticeOutcome>>>,
+    pools: &PoolScope,
+) -> Result<Vec<NoticeOutcome>, StoreError> {
     let notices: Vec<_> = parsed.notices.iter().map(|(_, n)| n.clone()).collect();
-    let outcomes = state.store.record_notices_once(&notices, now, once).await?;
+    let outcomes = state
+        .store
+        .record_notices_within(&notices, now, once, pools)
+        .await?;
     for ((_, notice), outcome) in parsed.notices.iter().zip(&outcomes) {
         if let NoticeOutcome::Recorded { pool } = outcome {
             state.mark_dirty(pool);

@@ -4,6 +4,7 @@
 use super::StoreResult;
 use super::backend::{Backend, Tx, decode_error};
 use super::stmt::Stmt;
+use crate::auth::pools::PoolScope;
 use crate::auth::scope::Scopes;
 
 /// A key as stored.
@@ -12,6 +13,8 @@ pub struct KeyRow {
     pub id: String,
     pub name: String,
     pub scopes: Scopes,
+    /// The pools the key reaches (every pool unless it was made with a list).
+    pub pools: PoolScope,
     /// `sha256:<hex>` of the secret, or an Argon2id PHC string for a key made before digests
     /// and not used since (see `auth::token`).
     pub secret_hash: String,
@@ -19,12 +22,13 @@ pub struct KeyRow {
     pub revoked_at_ms: Option<i64>,
 }
 
-/// A row of `api_keys`; scopes are stored as comma-separated names.
+/// A row of `api_keys`; scopes and pools are stored as comma-separated names.
 #[derive(Debug, sqlx::FromRow)]
 struct KeyRecord {
     id: String,
     name: String,
     scopes: String,
+    pools: String,
     secret_hash: String,
     created_at_ms: i64,
     revoked_at_ms: Option<i64>,
@@ -38,6 +42,7 @@ impl TryFrom<KeyRecord> for KeyRow {
             id: r.id,
             name: r.name,
             scopes: Scopes::from_csv(&r.scopes).map_err(decode_error)?,
+            pools: PoolScope::from_csv(&r.pools).map_err(decode_error)?,
             secret_hash: r.secret_hash,
             created_at_ms: r.created_at_ms,
             revoked_at_ms: r.revoked_at_ms,
@@ -47,12 +52,13 @@ impl TryFrom<KeyRecord> for KeyRow {
 
 async fn insert_key<B: Backend>(tx: &mut Tx<B>, key: &KeyRow) -> StoreResult<()> {
     let insert = Stmt::new(
-        "INSERT INTO api_keys (id, name, scopes, secret_hash, created_at_ms, revoked_at_ms)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO api_keys (id, name, scopes, pools, secret_hash, created_at_ms, revoked_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(&key.id)
     .bind(&key.name)
     .bind(key.scopes.to_csv())
+    .bind(key.pools.to_csv())
     .bind(&key.secret_hash)
     .bind(key.created_at_ms)
     .bind(key.revoked_at_ms);
@@ -90,7 +96,7 @@ pub(super) async fn create_first_key<B: Backend>(
     Ok(true)
 }
 
-const KEY_COLUMNS: &str = "id, name, scopes, secret_hash, created_at_ms, revoked_at_ms";
+const KEY_COLUMNS: &str = "id, name, scopes, pools, secret_hash, created_at_ms, revoked_at_ms";
 
 /// The key with this id, unless revoked.
 pub(super) async fn active_key<B: Backend>(db: &B, id: &str) -> StoreResult<Option<KeyRow>> {

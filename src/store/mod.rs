@@ -22,6 +22,7 @@ mod sqlite;
 mod stmt;
 mod worker_names;
 
+use crate::auth::pools::PoolScope;
 use crate::catalog::ImportedOffering;
 use crate::core::benchmark::Benchmark;
 use crate::core::catalog::{GpuFacts, Market, Offering, OfferingKey, ProviderEntry};
@@ -73,6 +74,10 @@ pub enum StoreError {
     ConflictingBenchmark,
     #[error("sample {index}: no pool `{pool}`")]
     UnknownPool { index: usize, pool: String },
+    /// A notice of a batch sent with a key restricted to pools belongs to another pool;
+    /// nothing was written.
+    #[error("notice {index}: pool `{pool}` is not one of the sender's pools")]
+    PoolNotAllowed { index: usize, pool: String },
     /// Another request holds this idempotency key (it committed first); nothing was written.
     #[error("the idempotency key is already used")]
     IdempotencyKeyTaken,
@@ -401,7 +406,7 @@ impl Store {
         notices: &[CloudNotice],
         now_ms: i64,
     ) -> StoreResult<Vec<NoticeOutcome>> {
-        dispatch!(self, s => notice_sql::record_notices(s, notices, now_ms, None).await)
+        dispatch!(self, s => notice_sql::record_notices(s, notices, now_ms, None, &PoolScope::every()).await)
     }
 
     /// [`record_notices`](Self::record_notices), claiming an idempotency key in its
@@ -412,7 +417,20 @@ impl Store {
         now_ms: i64,
         once: Option<Once<'_, Vec<NoticeOutcome>>>,
     ) -> StoreResult<Vec<NoticeOutcome>> {
-        dispatch!(self, s => notice_sql::record_notices(s, notices, now_ms, once).await)
+        self.record_notices_within(notices, now_ms, once, &PoolScope::every())
+            .await
+    }
+
+    /// [`Store::record_notices_once`] for a sender that reaches only `pools`: a notice that
+    /// belongs to another pool fails the batch with [`StoreError::PoolNotAllowed`].
+    pub async fn record_notices_within(
+        &self,
+        notices: &[CloudNotice],
+        now_ms: i64,
+        once: Option<Once<'_, Vec<NoticeOutcome>>>,
+        pools: &PoolScope,
+    ) -> StoreResult<Vec<NoticeOutcome>> {
+        dispatch!(self, s => notice_sql::record_notices(s, notices, now_ms, once, pools).await)
     }
 
     /// The live row for an idempotency key of `caller` on `route`, if any.

@@ -6,7 +6,8 @@
 use super::backend::{Backend, Tx};
 use super::pool_sql::insert_event;
 use super::stmt::Stmt;
-use super::{CloudNotice, NewEvent, NoticeOutcome, Once, StoreResult, idempotency};
+use super::{CloudNotice, NewEvent, NoticeOutcome, Once, StoreError, StoreResult, idempotency};
+use crate::auth::pools::PoolScope;
 
 /// Where a notice belongs: (pool, the worker's instance type, the worker's zone).
 type Match = (String, Option<String>, Option<String>);
@@ -16,6 +17,7 @@ pub(super) async fn record_notices<B: Backend>(
     notices: &[CloudNotice],
     now_ms: i64,
     once: Option<Once<'_, Vec<NoticeOutcome>>>,
+    pools: &PoolScope,
 ) -> StoreResult<Vec<NoticeOutcome>> {
     let mut tx = db.begin_write().await?;
     idempotency::begin_once::<B, _>(&mut tx, &once).await?;
@@ -27,7 +29,7 @@ pub(super) async fn record_notices<B: Backend>(
     });
     let mut outcomes: Vec<NoticeOutcome> = vec![NoticeOutcome::Unmatched; notices.len()];
     for index in order {
-        outcomes[index] = record_one::<B>(&mut tx, &notices[index], now_ms).await?;
+        outcomes[index] = record_one::<B>(&mut tx, &notices[index], index, now_ms, pools).await?;
     }
     idempotency::finish_once::<B, _>(&mut tx, &once, &outcomes).await?;
     tx.commit().await?;
@@ -37,11 +39,17 @@ pub(super) async fn record_notices<B: Backend>(
 async fn record_one<B: Backend>(
     tx: &mut Tx<B>,
     n: &CloudNotice,
+    index: usize,
     now_ms: i64,
+    pools: &PoolScope,
 ) -> StoreResult<NoticeOutcome> {
     let Some((pool, worker_type, worker_zone)) = find_match::<B>(tx, n).await? else {
         return Ok(NoticeOutcome::Unmatched);
     };
+    // Returning the error drops the transaction: nothing of the batch is kept.
+    if !pools.allows(&pool) {
+        return Err(StoreError::PoolNotAllowed { index, pool });
+    }
     let instance_type = n.instance_type.clone().or(worker_type);
     let zone = n.zone.clone().or(worker_zone);
     let key = n.id.clone().unwrap_or_else(|| {

@@ -9,6 +9,7 @@ use tokio::io::AsyncWriteExt;
 use crate::common::{Backend, TestApp, TestDb, assert_problem, client_with_key, serve_config};
 use crate::http_pools::create_pool;
 use crate::on_both_backends;
+use trainscaler::auth::pools::PoolScope;
 use trainscaler::auth::scope::{Scope, Scopes};
 use trainscaler::auth::token::Token;
 use trainscaler::auth::webhook_signature::sign;
@@ -647,6 +648,7 @@ async fn store_legacy_key(app: &TestApp, scopes: &[Scope]) -> (String, String, S
         id: token.id.clone(),
         name: "legacy".into(),
         scopes: Scopes::new(scopes.iter().copied()),
+        pools: PoolScope::every(),
         secret_hash: phc.clone(),
         created_at_ms: 1,
         revoked_at_ms: None,

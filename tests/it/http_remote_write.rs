@@ -106,7 +106,7 @@ async fn bad_remote_write_bodies_are_refused(backend: Backend) {
 
 /// A remote-write request built here (the wire format is checked against Python's encoder in
 /// the test above); `series` are (labels, value).
-fn write_request(series: Vec<(Vec<(&str, String)>, f64)>) -> Vec<u8> {
+pub fn write_request(series: Vec<(Vec<(&str, String)>, f64)>) -> Vec<u8> {
     use prost::Message;
     use trainscaler::ingest::remote_write::{Label, Sample, TimeSeries, WriteRequest};
     let now = trainscaler::timefmt::now_ms() - 1_000;
@@ -133,7 +133,7 @@ fn write_request(series: Vec<(Vec<(&str, String)>, f64)>) -> Vec<u8> {
         .unwrap()
 }
 
-fn gpu_util(pool: &str, host: &str, percent: f64) -> (Vec<(&'static str, String)>, f64) {
+pub fn gpu_util(pool: &str, host: &str, percent: f64) -> (Vec<(&'static str, String)>, f64) {
     (
         vec![
             ("__name__", "DCGM_FI_DEV_GPU_UTIL".into()),

@@ -44,6 +44,7 @@ mod openapi_drift;
 mod pg_faults;
 mod pg_proxy;
 mod pg_tls;
+mod pool_keys;
 mod reconcile;
 mod reconcile_aws;
 mod reconcile_gcp;
