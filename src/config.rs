@@ -277,6 +277,22 @@ pub struct ServeConfig {
     )]
     pub max_concurrent_requests: usize,
 
+    /// Seconds a connection has to send a request's line and headers, counted from when the
+    /// server starts waiting for them (a new connection, or an idle keep-alive one); past it
+    /// the connection is closed. At least 1.
+    #[arg(
+        long,
+        env = "TRAINSCALER_HEADER_READ_TIMEOUT_SECS",
+        default_value_t = 10
+    )]
+    pub header_read_timeout_secs: u64,
+
+    /// Connections open at once on the HTTP port (idle keep-alive ones included); the next one
+    /// waits in the listen backlog, unanswered, until one closes. At least 1; keep it under the
+    /// process's open-file limit.
+    #[arg(long, env = "TRAINSCALER_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+
     /// Ingestion requests per second each API key (or webhook source) may send, on average;
     /// 0 for no limit. Each replica counts its own.
     #[arg(long, env = "TRAINSCALER_INGEST_RATE_PER_SEC", default_value_t = 50)]
@@ -328,6 +344,16 @@ pub struct ServeConfig {
 impl ServeConfig {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs)
+    }
+
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_read_timeout_secs.max(1))
+    }
+
+    /// The connection limit, within what a semaphore can count.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+            .clamp(1, tokio::sync::Semaphore::MAX_PERMITS)
     }
 
     pub fn reconcile_interval(&self) -> Duration {

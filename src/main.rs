@@ -129,6 +129,8 @@ async fn run_server(config: &Config, serve: ServeConfig) -> anyhow::Result<()> {
         grpc_max_streams = serve.grpc_max_streams,
         auth = !serve.insecure_no_auth,
         max_concurrent_requests = serve.max_concurrent_requests,
+        max_connections = serve.max_connections(),
+        header_read_timeout_secs = serve.header_read_timeout().as_secs(),
         ingest_rate_per_sec = serve.ingest_rate_per_sec,
         db_startup_wait_sec = config.db_startup_wait_sec,
         log_format = ?config.log_format,

@@ -177,6 +177,8 @@ pub fn serve_config(no_seed: bool) -> ServeConfig {
         pubsub_service_account: None,
         pubsub_jwks_url: String::new(),
         max_concurrent_requests: 512,
+        header_read_timeout_secs: 10,
+        max_connections: 4096,
         ingest_rate_per_sec: 0,
         ingest_burst: 100,
         auth_outage_grace_sec: 300,

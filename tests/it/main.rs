@@ -18,6 +18,7 @@ mod fleet_browser;
 mod gcp_mock;
 mod gcp_pools;
 mod http_benchmarks;
+mod http_connections;
 mod http_decide;
 mod http_docs_page;
 mod http_estimates;

@@ -1,6 +1,7 @@
 //! Native TLS on the HTTP port: with a certificate and key configured the server speaks only
-//! TLS, a client that trusts the certificate gets the API (auth included), and one client that
-//! never finishes its handshake does not hold up anyone else.
+//! TLS, a client that trusts the certificate gets the API (auth included), one client that
+//! never finishes its handshake does not hold up anyone else, and one that finishes it but
+//! stalls in its request head is disconnected.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,4 +78,49 @@ async fn the_http_port_speaks_tls_with_the_configured_certificate() {
         .send()
         .await;
     assert!(answer.is_err(), "plaintext answered: {answer:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_that_stalls_in_its_request_head_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls;
+
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let mut serve = serve_config(false);
+    serve.tls_cert = Some(cert_path);
+    serve.tls_key = Some(key_path);
+    serve.header_read_timeout_secs = 1;
+    let app = TestApp::spawn_with(Arc::new(TestDb::new(Backend::Sqlite).await), serve).await;
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    // The handshake finishes; then half a request head, and nothing more.
+    let mut tls = connector.connect(name, tcp).await.expect("TLS handshake");
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: ")
+        .await
+        .unwrap();
+    tls.flush().await.unwrap();
+
+    // Bounded only so that a server that never closes fails instead of hanging.
+    let mut sent = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(30), async {
+        // A close without TLS close_notify is an error to rustls; either way it is closed.
+        let _ = tls.read_to_end(&mut sent).await;
+    })
+    .await;
+    assert!(closed.is_ok(), "TLS connection still open");
+    assert!(sent.is_empty(), "{}", String::from_utf8_lossy(&sent));
 }
