@@ -21,7 +21,6 @@ use crate::core::job::{
 };
 use crate::core::select::select;
 use crate::fleet::pool_decision::PoolDecision;
-use crate::timefmt::now_ms;
 
 /// `nodes`: an exact count or a `{min, max}` range, 1 to 1024.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -437,17 +436,10 @@ pub async fn decide(
         }
         (None, Some(pool)) => {
             super::pool_access::check(principal.as_deref(), "pool", &pool)?;
-            let answer =
-                crate::fleet::pool_decision::decide(&state.store, &catalog, &pool, now_ms())
-                    .await?
-                    .ok_or_else(|| ApiError::not_found("pool", format!("no pool `{pool}`")))?;
-            state.metrics.decision("pool", &pool, answer.changed);
-            if answer.changed {
-                state.mark_dirty(&pool);
-            }
-            if answer.activated() {
-                state.announce_activity(&pool);
-            }
+            let answer = state
+                .decide_pool(&catalog, &pool)
+                .await?
+                .ok_or_else(|| ApiError::not_found("pool", format!("no pool `{pool}`")))?;
             Ok(Json(DecideResponse {
                 instance: None,
                 workers: Some(answer),

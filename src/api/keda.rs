@@ -11,7 +11,6 @@ use super::error::{ApiError, Problem};
 use super::extract::ApiPath;
 use super::offerings::snapshot;
 use crate::app::AppState;
-use crate::timefmt::now_ms;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct KedaPool {
@@ -37,16 +36,10 @@ pub async fn keda_pool(
     ApiPath(pool): ApiPath<String>,
 ) -> Result<Json<KedaPool>, ApiError> {
     let catalog = snapshot(&state)?;
-    let answer = crate::fleet::pool_decision::decide(&state.store, &catalog, &pool, now_ms())
+    let answer = state
+        .decide_pool(&catalog, &pool)
         .await?
         .ok_or_else(|| ApiError::not_found("pool", format!("no pool `{pool}`")))?;
-    state.metrics.decision("pool", &pool, answer.changed);
-    if answer.changed {
-        state.mark_dirty(&pool);
-    }
-    if answer.activated() {
-        state.announce_activity(&pool);
-    }
     let d = &answer.decision;
     Ok(Json(KedaPool {
         desired_workers: d.desired,

@@ -4,6 +4,8 @@
 //! re-exported here, where the rest of the crate and the tests name them.
 
 mod background;
+pub mod clock;
+mod decide_pool;
 pub mod providers;
 pub mod reconciler;
 pub mod serve;
@@ -11,6 +13,7 @@ pub mod shutdown;
 pub mod startup;
 pub mod state;
 
+pub use clock::Clock;
 pub use providers::{event_queues, event_queues_from_env, metered, providers_from_env};
 pub use reconciler::{ReconcilerHandle, start_reconciler, start_reconciler_named};
 pub use serve::serve;

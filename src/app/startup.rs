@@ -118,6 +118,7 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
         activity,
         dirty,
         store,
+        clock: Arc::default(),
         catalog,
         metrics: Arc::new(Metrics::default()),
         remote_write: Arc::new(remote_write),

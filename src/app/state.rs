@@ -16,6 +16,8 @@ use crate::store::Store;
 pub struct AppState {
     /// The database, for writes and history reads.
     pub store: Store,
+    /// The time pool decisions are made at (see [`super::clock`]).
+    pub clock: Arc<super::Clock>,
     /// The in-memory catalog every catalog read is served from.
     pub catalog: Arc<CatalogCache>,
     pub metrics: Arc<Metrics>,

@@ -23,7 +23,6 @@ use tonic::{Request, Response, Status};
 use crate::app::AppState;
 use crate::fleet::pool_decision::PoolDecision;
 use crate::store::{Fault, StoreError};
-use crate::timefmt::now_ms;
 use externalscaler::external_scaler_server::ExternalScaler;
 use externalscaler::{
     GetMetricSpecResponse, GetMetricsRequest, GetMetricsResponse, IsActiveResponse, MetricSpec,
@@ -59,19 +58,11 @@ impl Scaler {
             .catalog
             .get()
             .ok_or_else(|| Status::unavailable("the catalog is not loaded yet"))?;
-        let answer =
-            crate::fleet::pool_decision::decide(&self.state.store, &catalog, pool, now_ms())
-                .await
-                .map_err(store_status)?
-                .ok_or_else(|| Status::not_found(format!("no pool `{pool}` in trainscaler")))?;
-        self.state.metrics.decision("pool", pool, answer.changed);
-        if answer.changed {
-            self.state.mark_dirty(pool);
-        }
-        if answer.activated() {
-            self.state.announce_activity(pool);
-        }
-        Ok(answer)
+        self.state
+            .decide_pool(&catalog, pool)
+            .await
+            .map_err(store_status)?
+            .ok_or_else(|| Status::not_found(format!("no pool `{pool}` in trainscaler")))
     }
 }
 

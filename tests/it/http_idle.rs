@@ -52,19 +52,19 @@ async fn idle_pool(app: &TestApp, name: &str, mut policy: Value) {
     }
 }
 
-/// Past `idle_to_zero_after_sec` since the pools were created.
-async fn pools_age() {
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+/// Past `idle_to_zero_after_sec` since the pools were created, on the clock decisions read.
+fn pools_age(app: &TestApp) {
+    app.state.clock.advance(Duration::from_millis(1200));
 }
 
 async fn a_sender_that_reports_on_change_waits_from_its_zero(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     idle_pool(&app, "two-batches", t4_policy()).await;
     idle_pool(&app, "one-batch", t4_policy()).await;
-    pools_age().await;
+    pools_age(&app);
     // Queue 2 three seconds ago and 0 now: in two batches (the stores merge the series'
     // activity) and in one (the batch's samples, out of order).
-    let now = now_ms();
+    let now = app.state.clock.now_ms();
     samples(&app, json!([queue_at("two-batches", 2, now - 3_000)])).await;
     samples(&app, json!([queue_at("two-batches", 0, now)])).await;
     samples(
@@ -86,7 +86,7 @@ async fn a_sender_that_reports_on_change_waits_from_its_zero(backend: Backend) {
         );
     }
     // A second after the zero: down to min_workers.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    app.state.clock.advance(Duration::from_millis(1100));
     for pool in ["two-batches", "one-batch"] {
         let d = decide(&app, pool).await;
         assert_eq!(d["desired"], 0, "{d:#}");
@@ -102,8 +102,8 @@ async fn utilisation_that_reports_on_change_waits_from_its_first_idle_sample(bac
     policy["mode"] = json!("utilization");
     policy["target_utilization"] = json!(0.7);
     idle_pool(&app, "util", policy).await;
-    pools_age().await;
-    let now = now_ms();
+    pools_age(&app);
+    let now = app.state.clock.now_ms();
     let util = |worker: &str, value: f64, at: i64| json!({"pool": "util", "worker": worker, "name": "gpu_utilization", "value": value, "at": rfc3339(at)});
     samples(
         &app,
@@ -125,8 +125,8 @@ async fn utilisation_that_reports_on_change_waits_from_its_first_idle_sample(bac
 async fn work_after_an_idle_spell_starts_the_count_again(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     idle_pool(&app, "again", t4_policy()).await;
-    pools_age().await;
-    let now = now_ms();
+    pools_age(&app);
+    let now = app.state.clock.now_ms();
     samples(
         &app,
         json!([
@@ -150,8 +150,8 @@ async fn gpu_memory_below_the_threshold_is_idle_even_when_utilisation_blips(back
     by_memory["idle_gpu_memory_gib"] = json!(2.0);
     idle_pool(&app, "by-memory", by_memory).await;
     idle_pool(&app, "by-utilisation", policy).await;
-    pools_age().await;
-    let now = now_ms();
+    pools_age(&app);
+    let now = app.state.clock.now_ms();
     let signals = |pool: &str| {
         let at = |ms: i64| rfc3339(ms);
         json!([
@@ -257,8 +257,9 @@ async fn the_reconciler_waits_from_the_zero_too(backend: Backend) {
         assert!(start.elapsed() < Duration::from_secs(15), "no workers");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The scale-up and the queue's 2 are now over a second old.
-    pools_age().await;
+    // The scale-up and the queue's 2 are now over a second old. The reconciler decides on
+    // the real clock: this wait is real.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     let zero_at = now_ms();
     samples(&app, json!([queue_at("onchange", 0, zero_at)])).await;
     let start = Instant::now();
