@@ -359,11 +359,11 @@ pub async fn post_prometheus(
             sorter.drop(DropReason::OutOfRange, &sample.pool);
             continue;
         }
-        if let Some(worker) = &sample.worker {
-            if let Some(reason) = sorter.gate.admit(&state.store, pool, worker, now).await? {
-                sorter.drop(reason, &sample.pool);
-                continue;
-            }
+        if let Some(worker) = &sample.worker
+            && let Some(reason) = sorter.gate.admit(&state.store, pool, worker, now).await?
+        {
+            sorter.drop(reason, &sample.pool);
+            continue;
         }
         sorter.kept.push(NewSample {
             pool: sample.pool,

@@ -328,7 +328,9 @@ async fn steps_cooldowns_and_idle_through_webhooks(backend: Backend) {
     assert_eq!(d["desired"], 3, "inside the 3 s cooldown: {d}");
     assert!(rules(&d).contains(&"scale_down_cooldown".to_string()));
     assert!(d["cooldown_until"].is_string());
-    app.state.clock.advance(std::time::Duration::from_millis(3100));
+    app.state
+        .clock
+        .advance(std::time::Duration::from_millis(3100));
     let d = decide(&app, "steps").await;
     assert_eq!(d["desired"], 1, "cooldown over, one job running: {d}");
     // No work and idle GPUs: held until idle_to_zero_after_sec, then to min_workers (0).
@@ -344,7 +346,9 @@ async fn steps_cooldowns_and_idle_through_webhooks(backend: Backend) {
             || rules(&d).contains(&"scale_down_cooldown".to_string()),
         "{d}"
     );
-    app.state.clock.advance(std::time::Duration::from_millis(3200));
+    app.state
+        .clock
+        .advance(std::time::Duration::from_millis(3200));
     let d = decide(&app, "steps").await;
     assert_eq!(d["desired"], 0, "{d}");
     assert!(rules(&d).contains(&"idle_to_zero".to_string()), "{d}");
