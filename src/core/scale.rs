@@ -232,11 +232,21 @@ pub struct Reason {
     #[schema(value_type = String)]
     pub rule: Rule,
     pub detail: String,
-    /// Not read back from a stored decision: the names are the core's own `&'static str`s,
-    /// and nothing that reads a stored decision (the fleet page) shows the numbers.
+    // Not read back from a stored decision: the names are the core's own `&'static str`s,
+    // and nothing that reads a stored decision (the fleet page) shows the numbers. (A plain
+    // comment: a doc comment would become part of the OpenAPI document.)
     #[schema(value_type = Object)]
-    #[serde(skip_deserializing)]
+    #[serde(deserialize_with = "values_not_read")]
     pub values: BTreeMap<&'static str, f64>,
+}
+
+/// Passes over a stored reason's numbers (see [`Reason::values`]). Not `skip_deserializing`:
+/// utoipa would take that for a field left out of the schema.
+fn values_not_read<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<&'static str, f64>, D::Error> {
+    serde::de::IgnoredAny::deserialize(d)?;
+    Ok(BTreeMap::new())
 }
 
 /// The day's spend against the budget.

@@ -13,9 +13,10 @@ use crate::core::scale::{DecisionEvent, PoolInput, WorkersDecision, evaluate};
 use crate::core::timestamp::rfc3339;
 use crate::store::{DecisionRead, DecisionWrite, NewEvent, Store, StoreResult};
 
-/// The answer for a pool, as `/decide` returns it under `workers`. It is also what the store
-/// keeps as the pool's last decision, and the fleet page reads it back as this type, so a
-/// renamed field shows there as an unreadable decision rather than as blanks.
+// It is also what the store keeps as the pool's last decision, and the fleet page reads it
+// back as this type, so a renamed field shows there as an unreadable decision rather than as
+// blanks. (Not in the doc comment, which is the OpenAPI description.)
+/// The answer for a pool, as `/decide` returns it under `workers`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PoolDecision {
     pub pool: String,
