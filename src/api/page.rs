@@ -5,15 +5,21 @@
 //! content security policies and in text browsers; it reloads itself every 30 seconds.
 //!
 //! Rendering is a pure function of the view so it can be tested without a server or a store.
-//! Everything that comes from users or clouds (pool names, instance types, zones, reasons, event
-//! details) goes through [`escape`] before it reaches the document.
+//! The page is built as [`Html`]: everything that comes from users or clouds (pool names,
+//! instance types, zones, reasons, event details) can only reach it through [`escape`], and
+//! the compiler holds to that (see `api::html`). The last decision is read back as the
+//! [`PoolDecision`] it was stored from.
 
+use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
 
+use super::html::{Escaped, Html, escape, html};
 use super::page_events::events_table;
+use crate::core::scale::Action;
+use crate::fleet::pool_decision::PoolDecision;
 use crate::fleet::view::{
     FleetTotals, FleetView, HISTORY_MS, PoolView, WorkerGroup, WorkerSignals,
 };
@@ -50,41 +56,27 @@ svg .grid{stroke:var(--line)}\
 svg .desired{stroke:var(--desired)}svg .current{stroke:var(--current)}\
 ";
 
-/// Escapes text for HTML element content and quoted attribute values (and SVG, which is XML).
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// The whole fleet page.
 pub fn render(view: &FleetView) -> String {
-    let mut out = String::with_capacity(16 * 1024);
-    out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    out.push_str(&format!(
-        "<meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\n"
+    let mut out = Html::with_capacity(16 * 1024);
+    out.push_lit("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_lit("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    out.push(html!(
+        "<meta http-equiv=\"refresh\" content=\"{}\">\n",
+        REFRESH_SECONDS
     ));
-    out.push_str("<title>trainscaler fleet</title>\n<style>");
-    out.push_str(STYLE);
-    out.push_str("</style>\n</head>\n<body>\n<header>\n<h1>trainscaler fleet</h1>\n");
-    out.push_str(&format!(
-        "<p class=\"muted\">Generated <time datetime=\"{at}\">{at}</time>; reloads every \
-         {REFRESH_SECONDS}&nbsp;s. Also as <a href=\"/fleet\">JSON (/fleet)</a> and in the \
+    out.push_lit("<title>trainscaler fleet</title>\n<style>");
+    out.push_lit(STYLE);
+    out.push_lit("</style>\n</head>\n<body>\n<header>\n<h1>trainscaler fleet</h1>\n");
+    out.push(html!(
+        "<p class=\"muted\">Generated <time datetime=\"{0}\">{0}</time>; reloads every \
+         {1}&nbsp;s. Also as <a href=\"/fleet\">JSON (/fleet)</a> and in the \
          <a href=\"/docs\">API docs</a>.</p>\n",
-        at = escape(&view.generated_at)
+        escape(&view.generated_at),
+        REFRESH_SECONDS
     ));
     summary(&mut out, &view.totals);
-    out.push_str("</header>\n<main>\n");
+    out.push_lit("</header>\n<main>\n");
 
     if view.pools.is_empty() {
         empty_fleet(&mut out);
@@ -94,61 +86,65 @@ pub fn render(view: &FleetView) -> String {
             pool_section(&mut out, i, pool);
         }
     }
-    out.push_str("</main>\n</body>\n</html>\n");
-    out
+    out.push_lit("</main>\n</body>\n</html>\n");
+    out.into_string()
 }
 
 /// The fleet at a glance: pools, workers by market, cost, spend against the budgets, and the
 /// workers the clouds are taking back.
-fn summary(out: &mut String, t: &FleetTotals) {
-    out.push_str("<dl class=\"kv\" id=\"summary\" aria-label=\"Fleet summary\">\n");
-    kv(out, "Pools", &t.pools.to_string());
+fn summary(out: &mut Html, t: &FleetTotals) {
+    out.push_lit("<dl class=\"kv\" id=\"summary\" aria-label=\"Fleet summary\">\n");
+    kv(out, "Pools", html!("{}", t.pools));
     kv(
         out,
         "Workers current / desired",
-        &format!("{} / {}", t.workers, t.desired),
+        html!("{} / {}", t.workers, t.desired),
     );
     kv(
         out,
         "Workers by market",
-        &format!(
+        html!(
             "{} on-demand &middot; {} spot",
-            t.on_demand_workers, t.spot_workers
+            t.on_demand_workers,
+            t.spot_workers
         ),
     );
-    kv(out, "Cost per hour", &dollars(t.cost_per_hour));
-    kv(out, "Spent today (UTC)", &dollars(t.spent_today));
+    kv(out, "Cost per hour", dollars(t.cost_per_hour));
+    kv(out, "Spent today (UTC)", dollars(t.spent_today));
     let budgets = match t.daily_budgets {
-        None => "<span class=\"muted\">no pool has a budget</span>".to_owned(),
-        Some(b) if t.spent_today_budgeted > b => format!(
+        None => Html::lit("<span class=\"muted\">no pool has a budget</span>"),
+        Some(b) if t.spent_today_budgeted > b => html!(
             "<strong class=\"exceeded\">EXCEEDED</strong>: {} of {}",
             dollars(t.spent_today_budgeted),
             dollars(b)
         ),
-        Some(b) => format!("{} of {}", dollars(t.spent_today_budgeted), dollars(b)),
+        Some(b) => html!("{} of {}", dollars(t.spent_today_budgeted), dollars(b)),
     };
-    kv(out, "Spent today against budgets", &budgets);
+    kv(out, "Spent today against budgets", budgets);
     let warned = if t.warned_workers == 0 {
-        "none".to_owned()
+        Html::lit("none")
     } else {
-        format!(
+        html!(
             "<strong class=\"warned\">{}</strong>, {} being replaced",
-            t.warned_workers, t.replacements
+            t.warned_workers,
+            t.replacements
         )
     };
-    kv(out, "Workers warned by the cloud", &warned);
-    out.push_str("</dl>\n");
+    kv(out, "Workers warned by the cloud", warned);
+    out.push_lit("</dl>\n");
 }
 
-fn kv(out: &mut String, label: &str, value_html: &str) {
-    out.push_str(&format!(
-        "<div><dt>{label}</dt><dd>{value_html}</dd></div>\n"
+fn kv(out: &mut Html, label: &'static str, value: Html) {
+    out.push(html!(
+        "<div><dt>{}</dt><dd>{}</dd></div>\n",
+        Html::lit(label),
+        value
     ));
 }
 
 /// What to do when there is nothing to show yet.
-fn empty_fleet(out: &mut String) {
-    out.push_str(
+fn empty_fleet(out: &mut Html) {
+    out.push_lit(
         "<section aria-labelledby=\"empty\">\n<h2 id=\"empty\">No pools yet</h2>\n\
          <p>A pool is a group of GPU workers that trainscaler sizes from queue depth or GPU \
          utilisation. Create one by sending its policy with <code>PUT /v1/pools/{name}</code>, \
@@ -161,17 +157,18 @@ fn empty_fleet(out: &mut String) {
 }
 
 /// One line per pool linking to its section, so a large fleet can be scanned at a glance.
-fn overview(out: &mut String, pools: &[PoolView]) {
-    out.push_str(
+fn overview(out: &mut Html, pools: &[PoolView]) {
+    out.push_lit(
         "<table>\n<caption>Pools</caption>\n<thead><tr><th scope=\"col\">Pool</th>\
          <th scope=\"col\" class=\"n\">Current</th><th scope=\"col\" class=\"n\">Desired</th>\
          <th scope=\"col\" class=\"n\">Cost/h</th><th scope=\"col\" class=\"n\">Spent today</th>\
          <th scope=\"col\">Budget</th></tr></thead>\n<tbody>\n",
     );
     for (i, p) in pools.iter().enumerate() {
-        out.push_str(&format!(
-            "<tr><th scope=\"row\"><a href=\"#pool-{i}\">{}</a></th><td class=\"n\">{}</td>\
+        out.push(html!(
+            "<tr><th scope=\"row\"><a href=\"#pool-{}\">{}</a></th><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+            i,
             escape(&p.name),
             p.current,
             desired_text(p.desired),
@@ -180,92 +177,95 @@ fn overview(out: &mut String, pools: &[PoolView]) {
             budget_text(p),
         ));
     }
-    out.push_str("</tbody>\n</table>\n");
+    out.push_lit("</tbody>\n</table>\n");
 }
 
-fn pool_section(out: &mut String, index: usize, p: &PoolView) {
-    out.push_str(&format!(
-        "<section class=\"pool\" id=\"pool-{index}\" aria-labelledby=\"pool-{index}-h\">\n\
-         <h2 id=\"pool-{index}-h\">{}</h2>\n<p class=\"muted\">{} / {} &middot; {} mode</p>\n",
+fn pool_section(out: &mut Html, index: usize, p: &PoolView) {
+    out.push(html!(
+        "<section class=\"pool\" id=\"pool-{0}\" aria-labelledby=\"pool-{0}-h\">\n\
+         <h2 id=\"pool-{0}-h\">{1}</h2>\n<p class=\"muted\">{2} / {3} &middot; {4} mode</p>\n",
+        index,
         escape(&p.name),
         escape(&p.provider),
         escape(&p.region),
         escape(p.mode),
     ));
-    out.push_str("<dl class=\"kv\">\n");
+    out.push_lit("<dl class=\"kv\">\n");
     kv(
         out,
         "Workers current / desired",
-        &format!("{} / {}", p.current, desired_text(p.desired)),
+        html!("{} / {}", p.current, desired_text(p.desired)),
     );
     kv(
         out,
         "Min .. max",
-        &format!("{} .. {}", p.min_workers, p.max_workers),
+        html!("{} .. {}", p.min_workers, p.max_workers),
     );
-    kv(out, "Queue depth", &signal(p.queue_depth));
-    kv(out, "Running jobs", &signal(p.running_jobs));
+    kv(out, "Queue depth", signal(p.queue_depth));
+    kv(out, "Running jobs", signal(p.running_jobs));
     kv(
         out,
         "Mean GPU utilisation",
-        &p.gpu_utilization.map_or_else(no_signal, percent),
+        p.gpu_utilization.map_or_else(no_signal, percent),
     );
-    kv(out, "Cost per hour", &dollars(p.cost_per_hour));
-    kv(out, "Spent today (UTC)", &dollars(p.spent_today));
-    kv(out, "Daily budget", &budget_text(p));
-    out.push_str("</dl>\n");
+    kv(out, "Cost per hour", dollars(p.cost_per_hour));
+    kv(out, "Spent today (UTC)", dollars(p.spent_today));
+    kv(out, "Daily budget", budget_text(p));
+    out.push_lit("</dl>\n");
 
     let since = match p.history.first() {
         Some(&(t0, _, _)) if t0 > p.created_at_ms || p.created_at_ms <= 0 => {
-            format!("last {} hours", HISTORY_MS / 3_600_000)
+            html!("last {} hours", HISTORY_MS / 3_600_000)
         }
-        Some(_) => format!(
+        Some(_) => html!(
             "since the pool was created at <time datetime=\"{0}\">{0}</time>",
             escape(&p.created_at)
         ),
-        None => format!("last {} hours", HISTORY_MS / 3_600_000),
+        None => html!("last {} hours", HISTORY_MS / 3_600_000),
     };
-    out.push_str(&format!(
-        "<h3 id=\"pool-{index}-chart\">Desired and current, {since}</h3>\n"
+    out.push(html!(
+        "<h3 id=\"pool-{}-chart\">Desired and current, {}</h3>\n",
+        index,
+        since
     ));
-    out.push_str(&chart(index, &p.name, &p.history));
+    out.push(chart(index, &p.name, &p.history));
 
     workers_table(out, &p.workers);
     worker_signals_table(out, &p.worker_signals);
     last_decision(out, p);
     events_table(out, &p.recent_events);
-    out.push_str("</section>\n");
+    out.push_lit("</section>\n");
 }
 
-fn workers_table(out: &mut String, workers: &[WorkerGroup]) {
-    out.push_str("<h3>Workers</h3>\n");
+fn workers_table(out: &mut Html, workers: &[WorkerGroup]) {
+    out.push_lit("<h3>Workers</h3>\n");
     if workers.is_empty() {
-        out.push_str("<p class=\"muted\">No live workers.</p>\n");
+        out.push_lit("<p class=\"muted\">No live workers.</p>\n");
         return;
     }
-    out.push_str(
+    out.push_lit(
         "<table>\n<thead><tr><th scope=\"col\">Instance type</th><th scope=\"col\">Market</th>\
          <th scope=\"col\">Zone</th><th scope=\"col\" class=\"n\">Count</th></tr></thead>\n<tbody>\n",
     );
     for w in workers {
-        out.push_str(&format!(
+        out.push(html!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td></tr>\n",
             escape(&w.instance_type),
-            w.market.as_str(),
-            w.zone.as_deref().map_or_else(|| "any".to_owned(), escape),
+            escape(w.market.as_str()),
+            escape(w.zone.as_deref().unwrap_or("any")),
             w.count,
         ));
     }
-    out.push_str("</tbody>\n</table>\n");
+    out.push_lit("</tbody>\n</table>\n");
 }
 
 /// Each live worker: GPU utilisation and memory (and whether memory marks it idle), and its
 /// state in words: booting, warned by the cloud, being replaced.
-fn worker_signals_table(out: &mut String, workers: &[WorkerSignals]) {
+fn worker_signals_table(out: &mut Html, workers: &[WorkerSignals]) {
     if workers.is_empty() {
         return;
     }
-    out.push_str(
+    out.push_lit(
         "<h4>Each worker</h4>\n<table>\n<thead><tr><th scope=\"col\">Worker</th>\
          <th scope=\"col\">Instance type</th><th scope=\"col\">Market</th>\
          <th scope=\"col\" class=\"n\">GPU utilisation</th>\
@@ -275,63 +275,65 @@ fn worker_signals_table(out: &mut String, workers: &[WorkerSignals]) {
     for w in workers {
         let memory = w.gpu_memory_used_gib.map_or_else(no_signal, |m| {
             let idle = if w.idle_by_memory { " (idle)" } else { "" };
-            format!("{:.1} GiB{idle}", tidy(m))
+            html!("{:.1} GiB{}", tidy(m), Html::lit(idle))
         });
-        let class = if w.warning.is_some() {
+        let class = Html::lit(if w.warning.is_some() {
             " class=\"warned\""
         } else {
             ""
-        };
-        out.push_str(&format!(
-            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{memory}</td><td>{}</td></tr>\n",
+        });
+        out.push(html!(
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+            class,
             escape(&w.id),
             escape(&w.instance_type),
-            w.market.as_str(),
+            escape(w.market.as_str()),
             w.gpu_utilization.map_or_else(no_signal, percent),
+            memory,
             worker_state(w),
         ));
     }
-    out.push_str("</tbody>\n</table>\n");
+    out.push_lit("</tbody>\n</table>\n");
 }
 
 /// A worker's state in words (and not in colour alone).
-fn worker_state(w: &WorkerSignals) -> String {
+fn worker_state(w: &WorkerSignals) -> Html {
     let mut parts = Vec::new();
     if w.booting {
-        parts.push(format!(
-            "booting, ready at <time datetime=\"{0}\">{1}</time>",
+        parts.push(html!(
+            "booting, ready at <time datetime=\"{}\">{}</time>",
             escape(&w.started_at),
             escape(clock(&w.started_at))
         ));
     }
     if let Some(kind) = &w.warning {
-        let what = if kind == "interruption_warning" {
+        let what = Html::lit(if kind == "interruption_warning" {
             "interruption warning"
         } else {
             "rebalance recommendation"
-        };
-        let mut text = format!("<strong class=\"warned\">&#9888; {what}</strong>");
+        });
+        let mut text = html!("<strong class=\"warned\">&#9888; {}</strong>", what);
         if let Some(at) = &w.reclaim_at {
-            text.push_str(&format!(
-                ", reclaimed at <time datetime=\"{0}\">{1}</time>",
+            text.push(html!(
+                ", reclaimed at <time datetime=\"{}\">{}</time>",
                 escape(at),
                 escape(clock(at))
             ));
         }
         parts.push(text);
         match &w.replacement {
-            Some(r) => parts.push(format!(
+            Some(r) => parts.push(html!(
                 "<strong>replacement under way</strong>: {} {}",
                 r.get("instance_type").map(scalar).unwrap_or_default(),
                 r.get("market").map(scalar).unwrap_or_default()
             )),
-            None => parts.push("no replacement yet".to_owned()),
+            None => parts.push(Html::lit("no replacement yet")),
         }
     }
     if parts.is_empty() {
-        "running".to_owned()
+        Html::lit("running")
     } else {
-        parts.join("; ")
+        Html::join(parts, "; ")
     }
 }
 
@@ -340,109 +342,105 @@ fn clock(rfc3339: &str) -> &str {
     rfc3339.get(11..19).unwrap_or(rfc3339)
 }
 
-/// The stored decision is free-form JSON written by older and newer versions alike, so every
-/// key is optional here and unknown shapes degrade to showing less, never to an error.
-fn last_decision(out: &mut String, p: &PoolView) {
-    out.push_str("<h3>Last decision</h3>\n");
-    let Some(d) = p.last_decision.as_ref().filter(|d| d.is_object()) else {
-        out.push_str("<p class=\"muted\">No decision yet.</p>\n");
+/// The last decision, read as the [`PoolDecision`] it was stored from. One that does not read
+/// as one (a field renamed or gone since it was stored) says so on the page and in the log
+/// instead of showing up as blanks.
+fn last_decision(out: &mut Html, p: &PoolView) {
+    out.push_lit("<h3>Last decision</h3>\n");
+    let Some(stored) = p.last_decision.as_ref().filter(|d| !d.is_null()) else {
+        out.push_lit("<p class=\"muted\">No decision yet.</p>\n");
         return;
     };
-    let when = d
-        .get("decided_at")
-        .and_then(Value::as_str)
-        .or(p.last_decision_at.as_deref());
-    let mut facts = Vec::new();
-    if let Some(when) = when {
-        facts.push(format!(
-            "at <time datetime=\"{0}\">{0}</time>",
-            escape(when)
-        ));
-    }
-    for (key, label) in [
-        ("desired", "desired"),
-        ("previous_desired", "previously"),
-        ("current", "current"),
-        ("need", "need"),
+    let d = match PoolDecision::deserialize(stored) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(pool = %p.name, error = %e, "the stored last decision could not be read");
+            out.push(html!(
+                "<p><strong class=\"warned\">The stored decision could not be read</strong>: {}.</p>\n",
+                escape(&e)
+            ));
+            return;
+        }
+    };
+    let w = &d.decision;
+    let mut facts = vec![html!(
+        "at <time datetime=\"{0}\">{0}</time>",
+        escape(&d.decided_at)
+    )];
+    for (label, value) in [
+        ("desired", w.desired),
+        ("previously", w.previous_desired),
+        ("current", w.current),
+        ("need", w.need),
     ] {
-        if let Some(v) = d.get(key).filter(|v| !v.is_null()) {
-            facts.push(format!("{label} <strong>{}</strong>", scalar(v)));
-        }
+        facts.push(html!("{} <strong>{}</strong>", Html::lit(label), value));
     }
-    match d.get("changed").and_then(Value::as_bool) {
-        Some(true) => facts.push("changed the target".to_owned()),
-        Some(false) => facts.push("target unchanged".to_owned()),
-        None => {}
-    }
-    if let Some(until) = d.get("cooldown_until").and_then(Value::as_str) {
-        facts.push(format!("cooldown until {}", escape(until)));
-    }
-    if let Some(next) = d.get("next_evaluation_at").and_then(Value::as_str) {
-        facts.push(format!("next evaluation {}", escape(next)));
-    }
-    if facts.is_empty() {
-        out.push_str("<p class=\"muted\">The stored decision has no summary fields.</p>\n");
+    facts.push(Html::lit(if d.changed {
+        "changed the target"
     } else {
-        out.push_str(&format!("<p>{}.</p>\n", facts.join(", ")));
+        "target unchanged"
+    }));
+    if let Some(until) = &w.cooldown_until {
+        facts.push(html!("cooldown until {}", escape(until)));
+    }
+    facts.push(html!("next evaluation {}", escape(&w.next_evaluation_at)));
+    out.push(html!("<p>{}.</p>\n", Html::join(facts, ", ")));
+
+    if w.reasons.is_empty() {
+        out.push_lit("<p class=\"muted\">No rule fired.</p>\n");
+    } else {
+        out.push_lit("<p>Reasons:</p>\n<ul>\n");
+        for r in &w.reasons {
+            out.push(html!(
+                "<li><code>{}</code>: {}</li>\n",
+                escape(r.rule.as_str()),
+                escape(&r.detail)
+            ));
+        }
+        out.push_lit("</ul>\n");
     }
 
-    let reasons = d.get("reasons").and_then(Value::as_array);
-    match reasons {
-        Some(rs) if !rs.is_empty() => {
-            out.push_str("<p>Reasons:</p>\n<ul>\n");
-            for r in rs {
-                let rule = r.get("rule").map(scalar).unwrap_or_default();
-                let detail = r.get("detail").map(scalar).unwrap_or_default();
-                out.push_str(&format!("<li><code>{rule}</code>: {detail}</li>\n"));
-            }
-            out.push_str("</ul>\n");
+    if !w.actions.is_empty() {
+        out.push_lit("<p>Actions:</p>\n<ul>\n");
+        for a in &w.actions {
+            out.push(html!("<li>{}</li>\n", action_text(a)));
         }
-        _ => out.push_str("<p class=\"muted\">No rule fired.</p>\n"),
-    }
-
-    if let Some(actions) = d
-        .get("actions")
-        .and_then(Value::as_array)
-        .filter(|a| !a.is_empty())
-    {
-        out.push_str("<p>Actions:</p>\n<ul>\n");
-        for a in actions {
-            out.push_str(&format!("<li>{}</li>\n", action_text(a)));
-        }
-        out.push_str("</ul>\n");
+        out.push_lit("</ul>\n");
     }
 }
 
-/// `scale_up: instance_type g5.xlarge, market spot, count 2`; fields are listed generically so
-/// new action kinds show up without changes here.
-fn action_text(a: &Value) -> String {
-    let Some(obj) = a.as_object() else {
-        return scalar(a);
+/// `scale_up: count 2, instance_type g5.xlarge, market spot`: the action's fields as the API
+/// writes them, by name and in name order, so a new field or kind shows up without changes
+/// here. Empty lists and absent values are left out.
+fn action_text(a: &Action) -> Html {
+    let fields = match serde_json::to_value(a) {
+        Ok(Value::Object(fields)) => fields,
+        _ => serde_json::Map::new(),
     };
-    let kind = obj
+    let kind = fields
         .get("action")
         .map(scalar)
-        .unwrap_or_else(|| "action".to_owned());
-    let fields: Vec<String> = obj
+        .unwrap_or_else(|| Html::lit("action"));
+    let listed: Vec<Html> = fields
         .iter()
         .filter(|(k, v)| k.as_str() != "action" && !v.is_null())
         .filter(|(_, v)| v.as_array().is_none_or(|a| !a.is_empty()))
-        .map(|(k, v)| format!("{} {}", escape(k), scalar(v)))
+        .map(|(k, v)| html!("{} {}", escape(k), scalar(v)))
         .collect();
-    if fields.is_empty() {
-        format!("<code>{kind}</code>")
+    if listed.is_empty() {
+        html!("<code>{}</code>", kind)
     } else {
-        format!("<code>{kind}</code>: {}", fields.join(", "))
+        html!("<code>{}</code>: {}", kind, Html::join(listed, ", "))
     }
 }
 
 /// A JSON value as escaped text: strings without quotes, arrays joined, objects as JSON.
-pub(super) fn scalar(v: &Value) -> String {
+pub(super) fn scalar(v: &Value) -> Html {
     match v {
-        Value::String(s) => escape(s),
-        Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(" "),
-        Value::Null => String::new(),
-        other => escape(&other.to_string()),
+        Value::String(s) => escape(s).html(),
+        Value::Array(items) => Html::join(items.iter().map(scalar), " "),
+        Value::Null => Html::default(),
+        other => escape(other).html(),
     }
 }
 
@@ -451,41 +449,41 @@ pub(super) fn tidy(x: f64) -> f64 {
     if x.abs() < 0.005 { 0.0 } else { x }
 }
 
-fn dollars(x: f64) -> String {
-    format!("${:.2}", tidy(x))
+fn dollars(x: f64) -> Html {
+    html!("${:.2}", tidy(x))
 }
 
-fn percent(fraction: f64) -> String {
-    format!("{:.0}%", tidy(fraction * 100.0))
+fn percent(fraction: f64) -> Html {
+    html!("{:.0}%", tidy(fraction * 100.0))
 }
 
-fn desired_text(desired: Option<u32>) -> String {
-    desired.map_or_else(|| "none yet".to_owned(), |d| d.to_string())
+fn desired_text(desired: Option<u32>) -> Html {
+    desired.map_or_else(|| Html::lit("none yet"), |d| html!("{}", d))
 }
 
-fn no_signal() -> String {
-    "<span class=\"muted\">no signal</span>".to_owned()
+fn no_signal() -> Html {
+    Html::lit("<span class=\"muted\">no signal</span>")
 }
 
-fn signal(v: Option<f64>) -> String {
+fn signal(v: Option<f64>) -> Html {
     match v {
         // Counts arrive as floats; show whole numbers without a trailing `.0`.
-        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{:.0}", tidy(x)),
-        Some(x) => format!("{:.1}", tidy(x)),
+        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => html!("{:.0}", tidy(x)),
+        Some(x) => html!("{:.1}", tidy(x)),
         None => no_signal(),
     }
 }
 
 /// Spend against the daily budget; an exceeded budget is marked in words as well as in colour.
-fn budget_text(p: &PoolView) -> String {
+fn budget_text(p: &PoolView) -> Html {
     match &p.budget {
-        None => "<span class=\"muted\">none</span>".to_owned(),
-        Some(b) if b.exceeded => format!(
+        None => Html::lit("<span class=\"muted\">none</span>"),
+        Some(b) if b.exceeded => html!(
             "<strong class=\"exceeded\">EXCEEDED</strong>: {} of {}",
             dollars(b.spent_today),
             dollars(b.daily_budget)
         ),
-        Some(b) => format!("{} of {}", dollars(b.spent_today), dollars(b.daily_budget)),
+        Some(b) => html!("{} of {}", dollars(b.spent_today), dollars(b.daily_budget)),
     }
 }
 
@@ -501,11 +499,13 @@ const BOTTOM: f64 = 40.0;
 const HH_MM: &[BorrowedFormatItem<'static>] = format_description!("[hour]:[minute]");
 
 /// `HH:MM` in UTC for epoch milliseconds.
-fn hh_mm(ms: i64) -> String {
-    OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
-        .ok()
-        .and_then(|t| t.format(HH_MM).ok())
-        .unwrap_or_default()
+fn hh_mm(ms: i64) -> Escaped<String> {
+    escape(
+        OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000))
+            .ok()
+            .and_then(|t| t.format(HH_MM).ok())
+            .unwrap_or_default(),
+    )
 }
 
 /// Tick spacing giving at most six intervals over the span.
@@ -534,22 +534,22 @@ fn count_step(max: u64) -> u64 {
 
 /// Points of a step line: the value holds until the next change, then jumps vertically. For
 /// `n` samples this is `2n - 1` points.
-fn step_points(samples: &[(f64, f64)]) -> String {
+fn step_points(samples: &[(f64, f64)]) -> Html {
     let mut pts = Vec::with_capacity(samples.len() * 2);
     for (i, &(x, y)) in samples.iter().enumerate() {
         if i > 0 {
-            pts.push(format!("{x:.1},{:.1}", samples[i - 1].1));
+            pts.push(html!("{:.1},{:.1}", x, samples[i - 1].1));
         }
-        pts.push(format!("{x:.1},{y:.1}"));
+        pts.push(html!("{:.1},{:.1}", x, y));
     }
-    pts.join(" ")
+    Html::join(pts, " ")
 }
 
 /// Desired (dashed) and current (solid) workers as an inline SVG step chart, with a text
 /// summary in `<title>`/`<desc>` and a short table of the latest changes for text browsers.
-fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> String {
+fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> Html {
     let (Some(first), Some(last)) = (history.first(), history.last()) else {
-        return "<p class=\"muted\">No history for this window.</p>\n".to_owned();
+        return Html::lit("<p class=\"muted\">No history for this window.</p>\n");
     };
     // One point says what holds now and nothing about before: a line of one instant, on an
     // axis of one minute, rather than a history made up.
@@ -580,15 +580,16 @@ fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> String {
     };
     let y = |v: u64| TOP + plot_h - (v as f64 / y_top as f64) * plot_h;
 
-    let title_id = format!("chart-{index}-title");
-    let desc_id = format!("chart-{index}-desc");
-    let mut svg = String::with_capacity(4096);
-    svg.push_str(&format!(
-        "<svg role=\"img\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" \
-         font-size=\"11\" font-family=\"sans-serif\" aria-labelledby=\"{title_id} {desc_id}\" xmlns=\"http://www.w3.org/2000/svg\">\n\
-         <title id=\"{title_id}\">Desired and current workers of pool {}</title>\n\
-         <desc id=\"{desc_id}\">From {} to {} UTC. Now desired {}, current {}; at most {} in this \
+    let mut svg = Html::with_capacity(4096);
+    svg.push(html!(
+        "<svg role=\"img\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" height=\"{1}\" \
+         font-size=\"11\" font-family=\"sans-serif\" aria-labelledby=\"chart-{2}-title chart-{2}-desc\" xmlns=\"http://www.w3.org/2000/svg\">\n\
+         <title id=\"chart-{2}-title\">Desired and current workers of pool {3}</title>\n\
+         <desc id=\"chart-{2}-desc\">From {4} to {5} UTC. Now desired {6}, current {7}; at most {8} in this \
          window.</desc>\n",
+        W,
+        H,
+        index,
         escape(pool),
         hh_mm(t0),
         hh_mm(t1),
@@ -601,13 +602,17 @@ fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> String {
     let mut v = 0;
     while v <= y_top {
         let yy = y(v);
-        svg.push_str(&format!(
-            "<line class=\"grid\" x1=\"{LEFT}\" x2=\"{:.1}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" \
+        svg.push(html!(
+            "<line class=\"grid\" x1=\"{}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" \
              stroke=\"#d5dae0\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{v}</text>\n",
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\n",
+            LEFT,
             W - RIGHT,
+            yy,
+            yy,
             LEFT - 6.0,
             yy + 4.0,
+            v,
         ));
         v += y_step;
     }
@@ -620,10 +625,12 @@ fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> String {
     let axis_y = TOP + plot_h;
     while t <= t1 {
         let xx = x(t);
-        svg.push_str(&format!(
-            "<line class=\"grid\" x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{axis_y:.1}\" y2=\"{:.1}\" \
+        svg.push(html!(
+            "<line class=\"grid\" x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{1:.1}\" y2=\"{2:.1}\" \
              stroke=\"#d5dae0\"/>\
-             <text x=\"{xx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+             <text x=\"{0:.1}\" y=\"{3:.1}\" text-anchor=\"middle\">{4}</text>\n",
+            xx,
+            axis_y,
             axis_y + 5.0,
             axis_y + 17.0,
             hh_mm(t),
@@ -633,7 +640,7 @@ fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> String {
             None => break,
         }
     }
-    svg.push_str(&format!(
+    svg.push(html!(
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">time (UTC)</text>\n\
          <text x=\"12\" y=\"{:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 12 {:.1})\">workers</text>\n",
         LEFT + plot_w / 2.0,
@@ -651,39 +658,39 @@ fn chart(index: usize, pool: &str, history: &[(i64, u32, u32)]) -> String {
         .map(|&(t, _, c)| (x(t), y(u64::from(c))))
         .collect();
     // Current first so the dashed desired line stays visible where the two coincide.
-    svg.push_str(&format!(
+    svg.push(html!(
         "<polyline class=\"current\" fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2\" \
          points=\"{}\"/>\n",
         step_points(&current)
     ));
-    svg.push_str(&format!(
+    svg.push(html!(
         "<polyline class=\"desired\" fill=\"none\" stroke=\"#8a4baf\" stroke-width=\"2\" \
          stroke-dasharray=\"6 4\" points=\"{}\"/>\n",
         step_points(&desired)
     ));
 
     // Legend above the plot area.
-    svg.push_str(&format!(
+    svg.push(html!(
         "<g aria-hidden=\"true\">\
-         <line class=\"desired\" x1=\"{l:.1}\" x2=\"{:.1}\" y1=\"12\" y2=\"12\" stroke=\"#8a4baf\" \
+         <line class=\"desired\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"12\" y2=\"12\" stroke=\"#8a4baf\" \
          stroke-width=\"2\" stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"16\">desired</text>\
          <line class=\"current\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"12\" y2=\"12\" stroke=\"#1565c0\" \
          stroke-width=\"2\"/><text x=\"{:.1}\" y=\"16\">current</text></g>\n",
+        LEFT,
         LEFT + 24.0,
         LEFT + 28.0,
         LEFT + 90.0,
         LEFT + 114.0,
         LEFT + 118.0,
-        l = LEFT,
     ));
-    svg.push_str("</svg>\n");
+    svg.push_lit("</svg>\n");
 
-    svg.push_str(&history_table(index, history));
+    svg.push(history_table(index, history));
     svg
 }
 
 /// The latest changes as a table, folded away by default: the chart's text alternative.
-fn history_table(index: usize, history: &[(i64, u32, u32)]) -> String {
+fn history_table(index: usize, history: &[(i64, u32, u32)]) -> Html {
     let mut changes: Vec<&(i64, u32, u32)> = Vec::new();
     for h in history {
         if changes.last().is_none_or(|p| (p.1, p.2) != (h.1, h.2)) {
@@ -691,27 +698,33 @@ fn history_table(index: usize, history: &[(i64, u32, u32)]) -> String {
         }
     }
     let shown = &changes[changes.len().saturating_sub(HISTORY_ROWS)..];
-    let mut out = format!(
-        "<details><summary>Latest changes as a table</summary>\n<table aria-describedby=\"pool-{index}-chart\">\n\
+    let mut out = html!(
+        "<details><summary>Latest changes as a table</summary>\n<table aria-describedby=\"pool-{}-chart\">\n\
          <thead><tr><th scope=\"col\">Since (UTC)</th><th scope=\"col\" class=\"n\">Desired</th>\
-         <th scope=\"col\" class=\"n\">Current</th></tr></thead>\n<tbody>\n"
+         <th scope=\"col\" class=\"n\">Current</th></tr></thead>\n<tbody>\n",
+        index
     );
     for (t, d, c) in shown {
-        out.push_str(&format!(
-            "<tr><td>{}</td><td class=\"n\">{d}</td><td class=\"n\">{c}</td></tr>\n",
-            hh_mm(*t)
+        out.push(html!(
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+            hh_mm(*t),
+            u64::from(*d),
+            u64::from(*c)
         ));
     }
-    out.push_str("</tbody>\n</table>\n</details>\n");
+    out.push_lit("</tbody>\n</table>\n</details>\n");
     out
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use serde_json::json;
 
     use super::*;
     use crate::core::catalog::Market;
+    use crate::core::scale::{Reason, Rule, WorkersDecision};
     use crate::fleet::view::{BudgetView, EventOut, FleetTotals};
 
     /// 2026-01-21T12:00:00Z.
@@ -782,6 +795,46 @@ mod tests {
         }
     }
 
+    /// A last decision as the store keeps it: the serialised [`PoolDecision`].
+    fn stored_decision(reasons: Vec<Reason>, actions: Vec<Action>) -> Value {
+        serde_json::to_value(PoolDecision {
+            pool: "p".to_owned(),
+            decided_at: "2026-01-21T11:59:00Z".to_owned(),
+            changed: true,
+            decision: WorkersDecision {
+                current: 2,
+                desired: 3,
+                previous_desired: 2,
+                need: 3,
+                by_type: Vec::new(),
+                usable_types: vec!["g5.xlarge".to_owned()],
+                delta: 1,
+                actions,
+                reasons,
+                cooldown_until: None,
+                next_evaluation_at: "2026-01-21T12:01:00Z".to_owned(),
+                cooldown_until_ms: None,
+                next_evaluation_at_ms: NOW + 60_000,
+                cost_per_hour: 2.01,
+                budget: None,
+            },
+            queue_depth: Some(4.0),
+            running_jobs: Some(2.0),
+            catalog_version: 1,
+        })
+        .expect("a decision serialises")
+    }
+
+    fn scale_up(instance_type: &str) -> Action {
+        Action::ScaleUp {
+            instance_type: instance_type.to_owned(),
+            market: Market::Spot,
+            count: 1,
+            zones: Vec::new(),
+            avoid_zones: Vec::new(),
+        }
+    }
+
     fn polylines(html: &str) -> Vec<&str> {
         html.split("<polyline")
             .skip(1)
@@ -791,22 +844,17 @@ mod tests {
     }
 
     #[test]
-    fn escape_covers_the_five_characters() {
-        assert_eq!(
-            escape(r#"<a href="x">Tom & 'Jerry'</a>"#),
-            "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;"
-        );
-        assert_eq!(escape("plain ü"), "plain ü");
-    }
-
-    #[test]
     fn user_strings_never_appear_raw() {
         let mut p = pool("<script>alert(1)</script>");
         p.workers[0].instance_type = "<img src=x onerror=y>".to_owned();
-        p.last_decision = Some(json!({
-            "reasons": [{"rule": "<b>rule</b>", "detail": "queue \"4\" > 2 & rising", "values": {}}],
-            "actions": [{"action": "scale_up", "instance_type": "<i>t</i>", "count": 1}],
-        }));
+        p.last_decision = Some(stored_decision(
+            vec![Reason {
+                rule: Rule::Queue,
+                detail: "queue \"4\" > 2 & rising".to_owned(),
+                values: BTreeMap::new(),
+            }],
+            vec![scale_up("<i>t</i>")],
+        ));
         p.recent_events = vec![EventOut {
             id: 1,
             at: "2026-01-21T11:00:00Z".to_owned(),
@@ -821,7 +869,6 @@ mod tests {
         for raw in [
             "<script>",
             "<img",
-            "<b>rule",
             "<i>t",
             "<w>",
             "<it>",
@@ -832,6 +879,8 @@ mod tests {
         }
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("queue &quot;4&quot; &gt; 2 &amp; rising"));
+        assert!(html.contains("instance_type &lt;i&gt;t&lt;/i&gt;"));
+        assert!(html.contains("<td>message: &lt;/td&gt;&lt;script&gt;</td>"));
         // The name is escaped inside the SVG title too.
         assert!(html.contains("workers of pool &lt;script&gt;"));
     }
@@ -917,13 +966,33 @@ mod tests {
     }
 
     #[test]
-    fn decision_with_missing_keys_renders() {
+    fn a_stored_decision_that_does_not_read_says_so() {
         let mut p = pool("p");
-        p.last_decision = Some(json!({"desired": 3}));
+        let mut renamed = stored_decision(Vec::new(), Vec::new());
+        let fields = renamed.as_object_mut().expect("an object");
+        let desired = fields.remove("desired").expect("has desired");
+        fields.insert("target".to_owned(), desired);
+        p.last_decision = Some(renamed);
         let html = render(&fleet(vec![p.clone()]));
-        assert!(html.contains("desired <strong>3</strong>"));
-        assert!(html.contains("No rule fired."));
+        assert!(
+            html.contains(
+                "<strong class=\"warned\">The stored decision could not be read</strong>: \
+                 missing field `desired`."
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("desired <strong>"));
+        assert!(!html.contains("No rule fired."));
+
         p.last_decision = Some(json!("not an object"));
+        assert!(render(&fleet(vec![p.clone()])).contains("could not be read"));
+        // A rule the core does not know is unreadable too, not shown as if it were one.
+        let mut unknown = stored_decision(Vec::new(), Vec::new());
+        unknown["reasons"] = json!([{"rule": "<b>made_up</b>", "detail": "", "values": {}}]);
+        p.last_decision = Some(unknown);
+        let html = render(&fleet(vec![p.clone()]));
+        assert!(html.contains("could not be read</strong>: unknown variant `&lt;b&gt;made_up"));
+        p.last_decision = Some(Value::Null);
         assert!(render(&fleet(vec![p])).contains("No decision yet."));
     }
 
@@ -931,21 +1000,24 @@ mod tests {
     fn full_decision_and_signals() {
         let mut p = pool("p");
         p.last_decision_at = Some("2026-01-21T11:59:00Z".to_owned());
-        p.last_decision = Some(json!({
-            "pool": "p", "decided_at": "2026-01-21T11:59:00Z", "changed": true,
-            "current": 2, "desired": 3, "previous_desired": 2, "need": 3,
-            "by_type": [], "delta": 1,
-            "actions": [{"action": "scale_up", "instance_type": "g5.xlarge", "market": "spot",
-                         "count": 1, "zones": []}],
-            "reasons": [{"rule": "queue", "detail": "4 jobs waiting", "values": {"queue": 4.0}}],
-            "cooldown_until": null, "next_evaluation_at": "2026-01-21T12:01:00Z",
-        }));
+        p.last_decision = Some(stored_decision(
+            vec![Reason {
+                rule: Rule::Queue,
+                detail: "4 jobs waiting".to_owned(),
+                values: BTreeMap::from([("queue", 4.0)]),
+            }],
+            vec![scale_up("g5.xlarge")],
+        ));
         let html = render(&fleet(vec![p]));
         assert!(html.contains("<code>queue</code>: 4 jobs waiting"));
         assert!(
             html.contains("<code>scale_up</code>: count 1, instance_type g5.xlarge, market spot")
         );
-        assert!(html.contains("changed the target"));
+        assert!(html.contains(
+            "<p>at <time datetime=\"2026-01-21T11:59:00Z\">2026-01-21T11:59:00Z</time>, \
+             desired <strong>3</strong>, previously <strong>2</strong>, current <strong>2</strong>, \
+             need <strong>3</strong>, changed the target, next evaluation 2026-01-21T12:01:00Z.</p>"
+        ));
         assert!(html.contains("73%"));
         assert!(html.contains("<td>g5.xlarge</td><td>spot</td><td>us-east-1a</td>"));
         assert!(html.contains(

@@ -185,7 +185,7 @@ pub struct PoolInput<'a> {
 }
 
 /// Desired workers of one instance type and market.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TypeTarget {
     pub instance_type: String,
     pub market: Market,
@@ -198,7 +198,7 @@ pub struct TypeTarget {
 }
 
 /// One thing to do to reach the target.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
     ScaleUp {
@@ -227,17 +227,30 @@ pub enum Action {
 }
 
 /// One rule that fired, with the numbers behind it.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Reason {
     #[schema(value_type = String)]
     pub rule: Rule,
     pub detail: String,
+    // Not read back from a stored decision: the names are the core's own `&'static str`s,
+    // and nothing that reads a stored decision (the fleet page) shows the numbers. (A plain
+    // comment: a doc comment would become part of the OpenAPI document.)
     #[schema(value_type = Object)]
+    #[serde(deserialize_with = "values_not_read")]
     pub values: BTreeMap<&'static str, f64>,
 }
 
+/// Passes over a stored reason's numbers (see [`Reason::values`]). Not `skip_deserializing`:
+/// utoipa would take that for a field left out of the schema.
+fn values_not_read<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<&'static str, f64>, D::Error> {
+    serde::de::IgnoredAny::deserialize(d)?;
+    Ok(BTreeMap::new())
+}
+
 /// The day's spend against the budget.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct BudgetStatus {
     pub daily_budget: f64,
     pub spent_today: f64,
@@ -266,7 +279,7 @@ pub enum DecisionEvent {
 }
 
 /// The answer to "how many workers now".
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct WorkersDecision {
     /// Live workers, including ones being interrupted.
     pub current: u32,

@@ -2,7 +2,7 @@
 //! evaluates the stored state and fresh signals, and what changed (state, events, the last
 //! decision) is written in the same transaction. Asking again with nothing new writes nothing.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
@@ -13,8 +13,11 @@ use crate::core::scale::{DecisionEvent, PoolInput, WorkersDecision, evaluate};
 use crate::core::timestamp::rfc3339;
 use crate::store::{DecisionRead, DecisionWrite, NewEvent, Store, StoreResult};
 
+// It is also what the store keeps as the pool's last decision, and the fleet page reads it
+// back as this type, so a renamed field shows there as an unreadable decision rather than as
+// blanks. (Not in the doc comment, which is the OpenAPI description.)
 /// The answer for a pool, as `/decide` returns it under `workers`.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PoolDecision {
     pub pool: String,
     pub decided_at: String,

@@ -61,4 +61,5 @@ mod sns_webhook;
 mod startup_wait;
 mod store_aliases;
 mod store_contract;
+mod store_pool_list;
 mod tls;
