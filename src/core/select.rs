@@ -133,6 +133,9 @@ struct Request<'a> {
     nodes: Vec<u32>,
     /// The job's workload where measurements of it can answer the job (see [`Request::new`]).
     measured_workload: Option<&'a str>,
+    /// Whether the job names regions or zones, checked per offering; the rest of its lists
+    /// are checked once per shape.
+    names_places: bool,
 }
 
 impl<'a> Request<'a> {
@@ -149,6 +152,7 @@ impl<'a> Request<'a> {
             job,
             nodes: node_counts(job.nodes_min, job.nodes_max),
             measured_workload,
+            names_places: !(job.regions.is_empty() && job.zones.is_empty()),
         }
     }
 }
@@ -189,7 +193,7 @@ fn scan_offering<'a>(
     o: &'a Offering,
 ) {
     scan.considered += (req.nodes.len() * MARKETS.len()) as u64;
-    if !filter::sold_where_asked(req.job, o) {
+    if req.names_places && !filter::sold_where_asked(req.job, o) {
         let refusal = (RejectReason::FilteredByConstraint, reject::Detail::None);
         scan.rejected.add_all(refusal, position, &req.nodes);
         return;
@@ -220,7 +224,7 @@ fn scan_offering<'a>(
         };
         for market in MARKETS {
             match configure(req, risk, &mut scan.rate_sources, &at, market) {
-                Ok(scored) => scan.best.offer(scored),
+                Ok(scored) => scan.best.offer(&scored),
                 Err(refusal) => {
                     note_near_miss(&mut scan.near, refusal);
                     scan.rejected.add(refusal, position, n, market);

@@ -187,7 +187,10 @@ mod tests {
         assert_eq!(source, RateSource::Advisor);
         assert!((per_hour - 0.25 / 730.0).abs() < 1e-12);
         let hours = run.run_hours.expect("stretched hours");
-        assert!(factor > 1.0 && (hours - 10.0 * factor).abs() < 1e-9, "{hours} {factor}");
+        assert!(
+            factor > 1.0 && (hours - 10.0 * factor).abs() < 1e-9,
+            "{hours} {factor}"
+        );
         assert!(run.interruptions > 0.0);
     }
 

@@ -21,14 +21,14 @@ pub(super) fn objective_key(objective: Objective, c: &Scored) -> (f64, f64) {
 
 /// A total order: the objective, then offering, node count and market, so that equal keys
 /// still rank the same way every time.
-fn compare(a: &Ranked, b: &Ranked) -> Ordering {
-    a.key
+fn compare(a_key: (f64, f64), a: &Scored, b: &Ranked) -> Ordering {
+    a_key
         .0
         .total_cmp(&b.key.0)
-        .then(a.key.1.total_cmp(&b.key.1))
-        .then(a.scored.offering_id.cmp(&b.scored.offering_id))
-        .then(a.scored.nodes.cmp(&b.scored.nodes))
-        .then(a.scored.market.cmp(&b.scored.market))
+        .then(a_key.1.total_cmp(&b.key.1))
+        .then(a.offering_id.cmp(&b.scored.offering_id))
+        .then(a.nodes.cmp(&b.scored.nodes))
+        .then(a.market.cmp(&b.scored.market))
 }
 
 struct Ranked<'a> {
@@ -55,25 +55,28 @@ impl<'a> TopK<'a> {
         }
     }
 
-    /// Offers one feasible configuration.
-    pub(super) fn offer(&mut self, scored: Scored<'a>) {
+    /// Offers one feasible configuration; it is copied only when it ranks among the best.
+    pub(super) fn offer(&mut self, scored: &Scored<'a>) {
         self.offered += 1;
-        let candidate = Ranked {
-            key: objective_key(self.objective, &scored),
-            scored,
-        };
+        let key = objective_key(self.objective, scored);
         if self.best.len() == self.top_k
             && self
                 .best
                 .last()
-                .is_some_and(|worst| compare(&candidate, worst) != Ordering::Less)
+                .is_some_and(|worst| compare(key, scored, worst) != Ordering::Less)
         {
             return;
         }
         let at = self
             .best
-            .partition_point(|b| compare(b, &candidate) == Ordering::Less);
-        self.best.insert(at, candidate);
+            .partition_point(|b| compare(key, scored, b) == Ordering::Greater);
+        self.best.insert(
+            at,
+            Ranked {
+                key,
+                scored: *scored,
+            },
+        );
         self.best.truncate(self.top_k);
     }
 
@@ -132,7 +135,7 @@ mod tests {
         };
         let mut top = TopK::new(&job);
         for (id, cost) in [(1, 30.0), (2, 10.0), (3, 20.0), (4, 5.0), (5, 50.0)] {
-            top.offer(scored(id, Market::OnDemand, cost, 2.0));
+            top.offer(&scored(id, Market::OnDemand, cost, 2.0));
         }
         assert_eq!(top.feasible(), 5);
         assert_eq!(ids(top), [(4, Market::OnDemand), (2, Market::OnDemand)]);
@@ -145,10 +148,10 @@ mod tests {
             ..Job::default()
         };
         let mut top = TopK::new(&job);
-        top.offer(scored(7, Market::Spot, 10.0, 2.0));
-        top.offer(scored(7, Market::OnDemand, 10.0, 2.0));
-        top.offer(scored(3, Market::Spot, 10.0, 2.0));
-        top.offer(scored(9, Market::OnDemand, 10.0, 2.0));
+        top.offer(&scored(7, Market::Spot, 10.0, 2.0));
+        top.offer(&scored(7, Market::OnDemand, 10.0, 2.0));
+        top.offer(&scored(3, Market::Spot, 10.0, 2.0));
+        top.offer(&scored(9, Market::OnDemand, 10.0, 2.0));
         assert_eq!(
             ids(top),
             [(3, Market::Spot), (7, Market::OnDemand), (7, Market::Spot)]
