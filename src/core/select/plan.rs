@@ -59,6 +59,9 @@ pub(super) struct Fit<'a> {
     pub throughput: Throughput<'a>,
 }
 
+/// A node count's verdict: the fit, or why the job cannot run at that size.
+pub(super) type NodeVerdict<'a> = Result<Fit<'a>, Refusal>;
+
 /// What a shape offers the job, whatever the region and market.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ShapePlan {
@@ -76,7 +79,7 @@ fn plan_shape<'a>(
     o: &Offering,
     facts: Option<&'a GpuFacts>,
     near: &mut NearMisses,
-    fits: &mut Vec<Result<Fit<'a>, Refusal>>,
+    fits: &mut Vec<NodeVerdict<'a>>,
 ) -> Result<ShapePlan, Refusal> {
     let job = req.job;
     machine_allowed(job, o)?;
@@ -152,7 +155,7 @@ pub(super) struct ShapePlans<'a> {
     slot: Vec<u32>,
     plans: Vec<Result<ShapePlan, Refusal>>,
     /// The verdicts per node count of every planned shape, one run per shape.
-    fits: Vec<Result<Fit<'a>, Refusal>>,
+    fits: Vec<NodeVerdict<'a>>,
     node_counts: usize,
 }
 
@@ -173,7 +176,7 @@ impl<'a> ShapePlans<'a> {
         req: &Request<'a>,
         near: &mut NearMisses,
         position: usize,
-    ) -> Result<(&ShapePlan, &[Result<Fit<'a>, Refusal>]), Refusal> {
+    ) -> Result<(&ShapePlan, &[NodeVerdict<'a>]), Refusal> {
         let shape = req.catalog.shapes().of(position);
         let mut slot = self.slot[shape];
         if slot == NOT_PLANNED {
