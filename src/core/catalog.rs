@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use super::benchmark::{Benchmark, latest};
 use super::money::Micros;
+use super::shape::Shapes;
 
 /// The provider whose workers are trainscaler's own records: no cloud account needed. Its
 /// pools are priced from every provider's offerings of their instance types.
@@ -199,6 +200,8 @@ pub struct CatalogSnapshot {
     benchmarks_by_gpu: HashMap<(String, String), Vec<u32>>,
     /// The store's catalog version these rows were read at; 0 when not from a store.
     version: i64,
+    /// Offerings grouped by instance type and spec, for instance selection.
+    shapes: Shapes,
 }
 
 impl CatalogSnapshot {
@@ -269,6 +272,7 @@ impl CatalogSnapshot {
             .iter()
             .map(|o| gpu_pos.get(&o.spec.gpu.to_lowercase()).copied())
             .collect();
+        let shapes = Shapes::build(&offerings);
         Self {
             offerings,
             gpus,
@@ -282,6 +286,7 @@ impl CatalogSnapshot {
             benchmarks_by_type,
             benchmarks_by_gpu,
             version: 0,
+            shapes,
         }
     }
 
@@ -322,6 +327,11 @@ impl CatalogSnapshot {
 
     pub fn version(&self) -> i64 {
         self.version
+    }
+
+    /// The offerings grouped by instance type and spec.
+    pub fn shapes(&self) -> &Shapes {
+        &self.shapes
     }
 
     pub fn benchmarks(&self) -> &[Benchmark] {

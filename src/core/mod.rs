@@ -17,6 +17,7 @@ pub mod query;
 pub mod reconcile;
 pub mod scale;
 pub mod select;
+pub mod shape;
 pub mod sim;
 pub mod spot;
 pub mod terms;

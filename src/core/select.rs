@@ -2,19 +2,32 @@
 //! job's constraints, estimated (throughput, hours with start-up, billed cost,
 //! interruptions), and ranked by the objective. Pure: the catalog snapshot, spot risk and job
 //! in; a decision with reasons out. The words people read are in [`explain`].
+//!
+//! [`select`] is a pipeline over the catalog in offering order: the request's region and
+//! zone lists ([`filter`]); what the offering's shape offers the job, worked out once per
+//! shape ([`plan`]: machine checks, memory and throughput per node count); the run in each
+//! market and its cost and time ([`market`]); the best `top_k` kept as the scan goes
+//! ([`rank`]); and rejections counted with a few examples ([`reject`]), written out as text
+//! only at the end.
 
 mod explain;
+mod filter;
+mod market;
+mod plan;
+mod rank;
+mod reject;
+mod throughput;
 
-use std::cmp::Ordering;
-use std::collections::BTreeMap;
-
-use super::benchmark::{Benchmark, MeasuredHow, measured_samples_per_sec};
-use super::catalog::{CatalogSnapshot, GpuFacts, Interconnect, Market, Offering};
-use super::decision::{InstanceDecision, RejectReason, Rejections, ThroughputSource};
-use super::estimate::{Estimate, Setup, estimate, fabric_per_doubling};
-use super::job::{DataLayout, Job, Work, usable_gib};
-use super::spot::{RateSource, SpotRisk, loss_per_interruption_hours, stretch};
-use super::terms::{Billing, default_startup_min};
+use super::benchmark::{Benchmark, MeasuredHow};
+use super::catalog::{CatalogSnapshot, Market, Offering};
+use super::decision::{InstanceDecision, RejectReason, ThroughputSource};
+use super::estimate::Estimate;
+use super::job::{Job, Work};
+use super::spot::{RateSource, SpotRisk};
+use market::RateSourcesSeen;
+use plan::{Fit, ShapePlan, ShapePlans};
+use rank::TopK;
+use reject::{Refusal, RejectTally};
 
 pub use super::estimate::{
     ETHERNET_EFFICIENCY, FAST_FABRIC_EFFICIENCY, PCIE_MULTI_GPU_EFFICIENCY, TCPX_EFFICIENCY,
@@ -23,38 +36,8 @@ pub use super::estimate::{
 
 /// Multi-node training wants at least this much network per node.
 pub const MIN_FABRIC_GBPS: f64 = 100.0;
-const EXAMPLES_PER_REASON: usize = 3;
-
-/// Rejections counted by reason, keeping a few examples of each.
-#[derive(Default)]
-struct RejectTally {
-    by_reason: BTreeMap<RejectReason, (u64, Vec<String>)>,
-}
-
-impl RejectTally {
-    fn add(&mut self, reason: RejectReason, example: impl FnOnce() -> String) {
-        let entry = self.by_reason.entry(reason).or_default();
-        entry.0 += 1;
-        if entry.1.len() < EXAMPLES_PER_REASON {
-            entry.1.push(example());
-        }
-    }
-
-    fn count(&self, reason: RejectReason) -> u64 {
-        self.by_reason.get(&reason).map_or(0, |e| e.0)
-    }
-
-    fn into_list(self) -> Vec<Rejections> {
-        self.by_reason
-            .into_iter()
-            .map(|(reason, (count, examples))| Rejections {
-                reason,
-                count,
-                examples,
-            })
-            .collect()
-    }
-}
+/// The markets every offering and node count is tried in, in this order.
+const MARKETS: [Market; 2] = [Market::OnDemand, Market::Spot];
 
 /// What would have made rejected configurations pass, for the suggestions.
 #[derive(Default)]
@@ -72,28 +55,6 @@ struct NearMisses {
     needs_flops_per_sample: bool,
 }
 
-fn note_gpu(list: &mut Vec<String>, gpu: &str) {
-    if !list.iter().any(|g| g.eq_ignore_ascii_case(gpu)) {
-        list.push(gpu.to_string());
-    }
-}
-
-fn matches_any(list: &[String], value: &str) -> bool {
-    list.is_empty() || list.iter().any(|v| v.eq_ignore_ascii_case(value))
-}
-
-fn label(o: &Offering, nodes: u32, market: Market) -> String {
-    let zone = if o.key.zone.is_empty() {
-        "-"
-    } else {
-        &o.key.zone
-    };
-    format!(
-        "{}/{}/{}/{} ×{nodes} {}",
-        o.key.provider, o.key.region, zone, o.key.instance_type, market
-    )
-}
-
 /// The node counts worth evaluating: all of a small range, else powers of two and the ends.
 pub fn node_counts(min: u32, max: u32) -> Vec<u32> {
     if max - min < 16 {
@@ -108,78 +69,6 @@ pub fn node_counts(min: u32, max: u32) -> Vec<u32> {
     counts.sort_unstable();
     counts.dedup();
     counts
-}
-
-fn fabric_ok(o: &Offering) -> bool {
-    let fast = matches!(
-        o.spec.interconnect,
-        Interconnect::Efa
-            | Interconnect::Infiniband
-            | Interconnect::Roce
-            | Interconnect::GpudirectTcpx
-    );
-    // A fabric the provider names but whose bandwidth it does not state is taken at its word.
-    fast && o.spec.network_gbps.is_none_or(|g| g >= MIN_FABRIC_GBPS)
-}
-
-/// The datasheet estimate of a reference GPU running alone, for work given in reference
-/// hours.
-fn reference_estimate(job: &Job, catalog: &CatalogSnapshot, gpu: &str) -> Option<Estimate> {
-    let facts = catalog.gpu(gpu)?;
-    estimate(
-        job.model_size().0,
-        Setup {
-            facts,
-            precision: job.precision,
-            gpus_per_node: 1,
-            nodes: 1,
-            interconnect: Interconnect::None,
-        },
-        job.utilisation,
-    )
-}
-
-/// Throughput in the work's unit, and the run's hours when the amount of work is known.
-fn work_rate(
-    job: &Job,
-    effective_tflops: f64,
-    catalog: &CatalogSnapshot,
-) -> Option<(f64, &'static str, Option<f64>)> {
-    let flops_per_sec = effective_tflops * 1e12;
-    Some(match &job.work {
-        Work::Samples {
-            total,
-            flops_per_sample,
-        } => {
-            let rate = flops_per_sec / (*flops_per_sample)?;
-            (rate, "samples_per_sec", Some(total / rate / 3600.0))
-        }
-        Work::Tokens { tokens, params } => {
-            let rate = flops_per_sec / (6.0 * params);
-            (rate, "tokens_per_sec", Some(tokens / rate / 3600.0))
-        }
-        Work::ReferenceHours { hours, gpu } => {
-            let reference = reference_estimate(job, catalog, gpu)?.effective_tflops(1.0);
-            let rate = effective_tflops / reference;
-            (rate, "reference_gpus", Some(hours / rate))
-        }
-        Work::Unknown => (effective_tflops, "effective_tflops", None),
-    })
-}
-
-/// Total FLOPs of the job's work, when it can be told.
-fn total_flops(job: &Job, catalog: &CatalogSnapshot) -> Option<f64> {
-    match &job.work {
-        Work::Samples {
-            total,
-            flops_per_sample,
-        } => Some(total * (*flops_per_sample)?),
-        Work::Tokens { tokens, params } => Some(6.0 * params * tokens),
-        Work::ReferenceHours { hours, gpu } => Some(
-            hours * 3600.0 * reference_estimate(job, catalog, gpu)?.effective_tflops(1.0) * 1e12,
-        ),
-        Work::Unknown => None,
-    }
 }
 
 /// How the throughput of a configuration was reached.
@@ -237,385 +126,221 @@ impl Scored<'_> {
     }
 }
 
-/// The sort key of a configuration under the objective; lower is better. Configurations
-/// whose throughput is unknown sort after the others, by price.
-fn objective_key(job: &Job, c: &Scored) -> (f64, f64) {
-    use super::job::Objective;
-    match job.objective {
-        Objective::Cheapest => (c.cost.unwrap_or(c.total_price), c.hours.unwrap_or(0.0)),
-        Objective::Fastest => (
-            c.hours.or(c.rate.map(|r| -r)).unwrap_or(f64::INFINITY),
-            c.cost.unwrap_or(c.total_price),
-        ),
-        Objective::BestValue => (c.value().map_or(f64::INFINITY, |v| -v), c.total_price),
-    }
-}
-
-fn compare(job: &Job, a: &Scored, b: &Scored) -> Ordering {
-    let (ka, kb) = (objective_key(job, a), objective_key(job, b));
-    ka.0.total_cmp(&kb.0)
-        .then(ka.1.total_cmp(&kb.1))
-        .then(a.offering_id.cmp(&b.offering_id))
-        .then(a.nodes.cmp(&b.nodes))
-        .then(a.market.cmp(&b.market))
-}
-
-/// The throughput of one offering at one node count, before markets.
-struct Throughput<'a> {
-    basis: Basis<'a>,
-    rate: Option<f64>,
-    unit: &'static str,
-    run_hours: Option<f64>,
-}
-
-/// Measured throughput where the job's workload was measured on this GPU model, else the
-/// datasheet estimate, else (for a job with no work) unknown. `None` (with the reason
-/// noted) when the job's work cannot be estimated here.
-fn throughput<'a>(
+/// The job and what follows from it alone, worked out once per selection.
+struct Request<'a> {
     catalog: &'a CatalogSnapshot,
-    job: &Job,
-    o: &Offering,
-    facts: Option<&GpuFacts>,
-    measured_workload: Option<&str>,
-    nodes: u32,
-    near: &mut NearMisses,
-) -> Option<Throughput<'a>> {
-    let params = job.model_size().0;
-    let gpus_per_node = o.spec.gpu_count as u32;
-    let setup = |facts, gpus_per_node, nodes| Setup {
-        facts,
-        precision: job.precision,
-        gpus_per_node,
-        nodes,
-        interconnect: o.spec.interconnect,
-    };
-    // With a single measured size, the datasheet model's scaling (or the fabric's) carries
-    // it to other sizes.
-    let fallback = |base: &Benchmark| match facts {
-        Some(f) => {
-            let to = estimate(params, setup(f, gpus_per_node, nodes), None);
-            let from = estimate(params, setup(f, base.gpus, base.nodes), None);
-            match (to, from) {
-                (Some(to), Some(from)) if from.scaling > 0.0 => to.scaling / from.scaling,
-                _ => 1.0,
-            }
+    job: &'a Job,
+    nodes: Vec<u32>,
+    /// The job's workload where measurements of it can answer the job (see [`Request::new`]).
+    measured_workload: Option<&'a str>,
+    /// Whether the job names regions or zones, checked per offering; the rest of its lists
+    /// are checked once per shape.
+    names_places: bool,
+}
+
+impl<'a> Request<'a> {
+    fn new(catalog: &'a CatalogSnapshot, job: &'a Job) -> Self {
+        // Measured throughput is in samples per second: it answers jobs whose work is in
+        // samples. Other jobs are estimated from datasheets, so one ranking never mixes units.
+        let measured_workload = job
+            .workload
+            .as_deref()
+            .filter(|_| matches!(job.work, Work::Samples { .. }))
+            .filter(|w| catalog.has_benchmarks_for(w));
+        Self {
+            catalog,
+            job,
+            nodes: node_counts(job.nodes_min, job.nodes_max),
+            measured_workload,
+            names_places: !(job.regions.is_empty() && job.zones.is_empty()),
         }
-        None => fabric_per_doubling(o.spec.interconnect).powf(
-            (f64::from(nodes) / f64::from(base.nodes.max(1)))
-                .log2()
-                .max(0.0),
-        ),
-    };
-    if let Some(m) =
-        measured_workload.and_then(|w| measured_samples_per_sec(catalog, w, o, nodes, fallback))
-    {
-        let run_hours = match &job.work {
-            Work::Samples { total, .. } => Some(total / m.samples_per_sec / 3600.0),
-            _ => None,
-        };
-        return Some(Throughput {
-            basis: Basis::Measured {
-                how: m.how,
-                baseline: m.baseline,
-                efficiency: m.efficiency,
-            },
-            rate: Some(m.samples_per_sec),
-            unit: "samples_per_sec",
-            run_hours,
-        });
     }
-    match facts {
-        Some(f) => {
-            let e = estimate(params, setup(f, gpus_per_node, nodes), job.utilisation)?;
-            let gpus = f64::from(gpus_per_node) * f64::from(nodes);
-            let Some((rate, unit, run_hours)) = work_rate(job, e.effective_tflops(gpus), catalog)
-            else {
-                if matches!(job.work, Work::Samples { .. }) {
-                    near.needs_flops_per_sample = true;
-                }
-                return None;
-            };
-            Some(Throughput {
-                basis: Basis::Datasheet(e),
-                rate: Some(rate),
-                unit,
-                run_hours,
-            })
-        }
-        None if matches!(job.work, Work::Unknown) => Some(Throughput {
-            basis: Basis::Unknown,
-            rate: None,
-            unit: "effective_tflops",
-            run_hours: None,
-        }),
-        None => None,
-    }
+}
+
+/// What the scan over the catalog gathers.
+struct Scan<'a> {
+    considered: u64,
+    plans: ShapePlans<'a>,
+    rejected: RejectTally,
+    near: NearMisses,
+    best: TopK<'a>,
+    rate_sources: RateSourcesSeen,
 }
 
 /// Chooses instances for `job` from `catalog`.
 pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> InstanceDecision {
-    let mut rejected = RejectTally::default();
-    let mut near = NearMisses::default();
-    let mut feasible: Vec<Scored> = Vec::new();
-    let mut considered = 0u64;
-    let mut rate_sources = (false, false);
-    let nodes = node_counts(job.nodes_min, job.nodes_max);
-    let markets = [Market::OnDemand, Market::Spot];
-    // Measured throughput is in samples per second: it answers jobs whose work is in samples.
-    // Other jobs are estimated from datasheets, so one ranking never mixes units.
-    let measured_workload = job
-        .workload
-        .as_deref()
-        .filter(|_| matches!(job.work, Work::Samples { .. }))
-        .filter(|w| catalog.has_benchmarks_for(w));
-
+    let req = Request::new(catalog, job);
+    let mut scan = Scan {
+        considered: 0,
+        plans: ShapePlans::new(&req),
+        rejected: RejectTally::default(),
+        near: NearMisses::default(),
+        best: TopK::new(job),
+        rate_sources: (false, false),
+    };
     for (position, o) in catalog.offerings().iter().enumerate() {
-        considered += (nodes.len() * markets.len()) as u64;
-        let reject_all = |reason: RejectReason, rejected: &mut RejectTally, why: &str| {
-            for &n in &nodes {
-                for m in markets {
-                    rejected.add(reason, || format!("{}{why}", label(o, n, m)));
+        scan_offering(&req, risk, &mut scan, position, o);
+    }
+    summarise(&req, scan)
+}
+
+/// Every node count and market of one offering: rejected, or offered to the ranking.
+fn scan_offering<'a>(
+    req: &Request<'a>,
+    risk: &SpotRisk,
+    scan: &mut Scan<'a>,
+    position: usize,
+    o: &'a Offering,
+) {
+    scan.considered += (req.nodes.len() * MARKETS.len()) as u64;
+    if req.names_places && !filter::sold_where_asked(req.job, o) {
+        let refusal = (RejectReason::FilteredByConstraint, reject::Detail::None);
+        scan.rejected.add_all(refusal, position, &req.nodes);
+        return;
+    }
+    let (shape, fits) = match scan.plans.of(req, &mut scan.near, position) {
+        Ok(planned) => planned,
+        Err(refusal) => {
+            scan.rejected.add_all(refusal, position, &req.nodes);
+            return;
+        }
+    };
+    for (&n, fit) in req.nodes.iter().zip(fits) {
+        let fit = match fit {
+            Ok(fit) => fit,
+            Err(refusal) => {
+                for market in MARKETS {
+                    scan.rejected.add(*refusal, position, n, market);
                 }
+                continue;
             }
         };
-        if !(matches_any(&job.providers, &o.key.provider)
-            && matches_any(&job.regions, &o.key.region)
-            && matches_any(&job.zones, &o.key.zone)
-            && matches_any(&job.gpus, &o.spec.gpu)
-            && (job.exclude_gpus.is_empty() || !matches_any(&job.exclude_gpus, &o.spec.gpu)))
-        {
-            reject_all(RejectReason::FilteredByConstraint, &mut rejected, "");
-            continue;
-        }
-        if o.spec.gpu_count < 1.0 {
-            reject_all(RejectReason::FractionalGpu, &mut rejected, "");
-            continue;
-        }
-        if o.spec.gpu_count < job.gpus_per_node_min {
-            reject_all(RejectReason::TooFewGpusPerNode, &mut rejected, "");
-            continue;
-        }
-        // Many small files want the dataset on local NVMe: present, and large enough when the
-        // dataset's size is given (GiB to the providers' GB).
-        let dataset_gb = job.dataset_gib.unwrap_or(0.0) * 1.073_741_824;
-        if job.data_layout == DataLayout::ManySmallFiles
-            && o.spec
-                .local_nvme_gb
-                .is_none_or(|gb| gb <= 0.0 || gb < dataset_gb)
-        {
-            reject_all(RejectReason::NoLocalNvme, &mut rejected, "");
-            continue;
-        }
-        let facts = catalog.gpu_facts_of(position);
-        let measured_workload = measured_workload.filter(|w| {
-            catalog
-                .benchmarks_of_gpu(w, &o.spec.gpu)
-                .any(|b| b.samples_per_sec.is_some())
-        });
-        let datasheet = facts.filter(|f| gpu_tflops(f, job.precision).is_some());
-        if datasheet.is_none() && measured_workload.is_none() {
-            if facts.is_some() {
-                note_gpu(&mut near.without_bf16, &o.spec.gpu);
-                reject_all(
-                    RejectReason::PrecisionUnsupported,
-                    &mut rejected,
-                    &format!(": {} has no bf16", o.spec.gpu),
-                );
-                continue;
-            }
-            if !matches!(job.work, Work::Unknown) {
-                note_gpu(&mut near.without_facts, &o.spec.gpu);
-                reject_all(
-                    RejectReason::NoThroughputData,
-                    &mut rejected,
-                    &format!(": no datasheet TFLOPS for {} and no benchmark", o.spec.gpu),
-                );
-                continue;
-            }
-        }
-        let usable = usable_gib(o.spec.gpu_memory_gib);
-        if near.largest.as_ref().is_none_or(|(u, _, _)| usable > *u) {
-            near.largest = Some((usable, o.spec.gpu_memory_gib, o.spec.gpu.clone()));
-        }
-        let gpus_per_node = o.spec.gpu_count;
-        // A job that fits on one node runs there (more nodes only add communication), unless
-        // it is in a hurry.
-        let one_node_fits = job.nodes_min == 1
-            && !job.spreads_for_speed()
-            && job.memory.gib_per_gpu(gpus_per_node as u32) <= usable;
-        let billing = Billing::for_provider(&o.key.provider);
-        let startup_min = job
-            .startup_min
-            .unwrap_or_else(|| default_startup_min(&o.key.provider));
-        for &n in &nodes {
-            if n > 1 && one_node_fits {
-                for m in markets {
-                    rejected.add(RejectReason::SingleNodeSuffices, || label(o, n, m));
+        let at = At {
+            position,
+            o,
+            shape,
+            fit,
+            nodes: n,
+        };
+        for market in MARKETS {
+            match configure(req, risk, &mut scan.rate_sources, &at, market) {
+                Ok(scored) => scan.best.offer(&scored),
+                Err(refusal) => {
+                    note_near_miss(&mut scan.near, refusal);
+                    scan.rejected.add(refusal, position, n, market);
                 }
-                continue;
-            }
-            let degree = (gpus_per_node as u32).saturating_mul(n);
-            let need = job.memory.gib_per_gpu(degree);
-            if need > usable {
-                for m in markets {
-                    rejected.add(RejectReason::MemoryDoesNotFit, || {
-                        format!(
-                            "{}: needs {need:.1} GiB per GPU, {usable:.1} of {:.1} usable",
-                            label(o, n, m),
-                            o.spec.gpu_memory_gib
-                        )
-                    });
-                }
-                continue;
-            }
-            if n > 1 && job.require_fast_interconnect && !fabric_ok(o) {
-                for m in markets {
-                    rejected.add(RejectReason::NoFastInterconnect, || {
-                        format!("{}: {}", label(o, n, m), o.spec.interconnect.as_str())
-                    });
-                }
-                continue;
-            }
-            let Some(t) = throughput(catalog, job, o, datasheet, measured_workload, n, &mut near)
-            else {
-                for m in markets {
-                    rejected.add(RejectReason::NoThroughputData, || label(o, n, m));
-                }
-                continue;
-            };
-            for market in markets {
-                let Some(price) = o.price(market) else {
-                    rejected.add(RejectReason::NoPrice, || label(o, n, market));
-                    continue;
-                };
-                let (run_hours, interruptions, spot_rate) = match market {
-                    Market::OnDemand => (t.run_hours, 0.0, None),
-                    Market::Spot => {
-                        let Some(checkpoint) =
-                            job.checkpoint_interval_min.filter(|_| job.spot_allowed)
-                        else {
-                            rejected.add(RejectReason::SpotNotAllowed, || label(o, n, market));
-                            continue;
-                        };
-                        let (per_hour, source) =
-                            risk.rate(&o.key.provider, &o.key.region, &o.key.instance_type);
-                        match source {
-                            RateSource::Advisor => rate_sources.0 = true,
-                            RateSource::ProviderDefault => rate_sources.1 = true,
-                        }
-                        let loss = loss_per_interruption_hours(
-                            t.run_hours,
-                            checkpoint,
-                            job.restart_overhead_min,
-                        );
-                        // Unknown work: the stretch of an hour stands in for the factor.
-                        let Some((stretched, expected)) =
-                            stretch(t.run_hours.unwrap_or(1.0), per_hour, n, loss)
-                        else {
-                            rejected.add(RejectReason::SpotNotAllowed, || {
-                                format!(
-                                    "{}: interruptions would cost half the run or more",
-                                    label(o, n, market)
-                                )
-                            });
-                            continue;
-                        };
-                        match t.run_hours {
-                            Some(h) => (
-                                Some(stretched),
-                                expected,
-                                Some((per_hour, source, stretched / h)),
-                            ),
-                            None => (None, 0.0, Some((per_hour, source, stretched))),
-                        }
-                    }
-                };
-                let node_price = price.dollars();
-                let total_price = node_price * f64::from(n);
-                if job.max_price_per_hour.is_some_and(|cap| total_price > cap) {
-                    rejected.add(RejectReason::OverPriceCap, || {
-                        format!("{}: ${total_price:.2}/h", label(o, n, market))
-                    });
-                    continue;
-                }
-                let hours = run_hours.map(|h| h + startup_min / 60.0);
-                let billed_hours = hours.map(|h| billing.billed_hours(h));
-                let cost = billed_hours.map(|h| h * total_price);
-                if let (Some(deadline), Some(h)) = (job.deadline_hours, hours)
-                    && h > deadline
-                {
-                    near.fastest_hours = Some(near.fastest_hours.map_or(h, |f: f64| f.min(h)));
-                    rejected.add(RejectReason::MissesDeadline, || {
-                        format!("{}: {h:.1} h", label(o, n, market))
-                    });
-                    continue;
-                }
-                if let (Some(budget), Some(c)) = (job.budget, cost)
-                    && c > budget
-                {
-                    near.cheapest_cost = Some(near.cheapest_cost.map_or(c, |f: f64| f.min(c)));
-                    rejected.add(RejectReason::OverBudget, || {
-                        format!("{}: ${c:.0}", label(o, n, market))
-                    });
-                    continue;
-                }
-                feasible.push(Scored {
-                    position,
-                    offering_id: o.id,
-                    nodes: n,
-                    market,
-                    degree,
-                    need,
-                    usable,
-                    basis: t.basis,
-                    rate: t.rate,
-                    unit: t.unit,
-                    startup_min,
-                    hours,
-                    billed_hours,
-                    cost,
-                    interruptions,
-                    spot_rate,
-                    node_price,
-                    total_price,
-                });
             }
         }
     }
+}
 
-    let feasible_count = feasible.len() as u64;
-    let top_k = job.top_k.max(1);
-    if feasible.len() > top_k {
-        feasible.select_nth_unstable_by(top_k - 1, |a, b| compare(job, a, b));
-        feasible.truncate(top_k);
+/// An offering at a node count the job fits.
+struct At<'x, 'a> {
+    position: usize,
+    o: &'x Offering,
+    shape: &'x ShapePlan,
+    fit: &'x Fit<'a>,
+    nodes: u32,
+}
+
+/// One feasible configuration in `market`, or why not.
+fn configure<'a>(
+    req: &Request<'a>,
+    risk: &SpotRisk,
+    rate_sources: &mut RateSourcesSeen,
+    at: &At<'_, 'a>,
+    market: Market,
+) -> Result<Scored<'a>, Refusal> {
+    let At {
+        position,
+        o,
+        shape,
+        fit,
+        nodes: n,
+    } = *at;
+    let price = o
+        .price(market)
+        .ok_or((RejectReason::NoPrice, reject::Detail::None))?;
+    let t = &fit.throughput;
+    let run = market::run_in_market(req.job, risk, o, n, t.run_hours, market, rate_sources)?;
+    let node_price = price.dollars();
+    let costed = market::cost_and_time(
+        req.job,
+        shape.billing,
+        shape.startup_min,
+        node_price,
+        n,
+        run.run_hours,
+    )?;
+    Ok(Scored {
+        position,
+        offering_id: o.id,
+        nodes: n,
+        market,
+        degree: fit.degree,
+        need: fit.need,
+        usable: shape.usable,
+        basis: t.basis,
+        rate: t.rate,
+        unit: t.unit,
+        startup_min: shape.startup_min,
+        hours: costed.hours,
+        billed_hours: costed.billed_hours,
+        cost: costed.cost,
+        interruptions: run.interruptions,
+        spot_rate: run.spot_rate,
+        node_price,
+        total_price: costed.total_price,
+    })
+}
+
+/// A deadline or budget missed says how far off the best such option was.
+fn note_near_miss(near: &mut NearMisses, (reason, detail): Refusal) {
+    match (reason, detail) {
+        (RejectReason::MissesDeadline, reject::Detail::Hours(h)) => {
+            near.fastest_hours = Some(near.fastest_hours.map_or(h, |f: f64| f.min(h)));
+        }
+        (RejectReason::OverBudget, reject::Detail::Cost(c)) => {
+            near.cheapest_cost = Some(near.cheapest_cost.map_or(c, |f: f64| f.min(c)));
+        }
+        _ => {}
     }
-    feasible.sort_by(|a, b| compare(job, a, b));
-    let best_key = feasible.first().map(|c| objective_key(job, c).0);
-    let candidates = feasible
+}
+
+/// The decision: the ranked candidates with their reasons, the job's profile, rejections,
+/// suggestions where nothing fits, and the assumptions behind the figures.
+fn summarise(req: &Request, scan: Scan) -> InstanceDecision {
+    let (catalog, job) = (req.catalog, req.job);
+    let feasible_count = scan.best.feasible();
+    let ranked = scan.best.into_ranked();
+    let best_key = ranked
+        .first()
+        .map(|c| rank::objective_key(job.objective, c).0);
+    let candidates = ranked
         .iter()
         .enumerate()
         .map(|(i, s)| explain::candidate(catalog, job, s, i + 1, feasible_count, best_key))
         .collect::<Vec<_>>();
-
-    let memory_rejections = rejected.count(RejectReason::MemoryDoesNotFit);
+    let memory_rejections = scan.rejected.count(RejectReason::MemoryDoesNotFit);
     let suggestions = if candidates.is_empty() {
-        explain::suggest(job, &near, memory_rejections)
+        explain::suggest(job, &scan.near, memory_rejections)
     } else {
         Vec::new()
     };
     // Whether memory is the binding need is judged among configurations the request allows.
-    let allowed = considered
-        - rejected.count(RejectReason::FilteredByConstraint)
-        - rejected.count(RejectReason::FractionalGpu)
-        - rejected.count(RejectReason::TooFewGpusPerNode);
-    let profile = explain::profile(job, total_flops(job, catalog), memory_rejections, allowed);
-    let assumptions = explain::assumptions(catalog, job, &feasible, rate_sources);
+    let allowed = scan.considered
+        - scan.rejected.count(RejectReason::FilteredByConstraint)
+        - scan.rejected.count(RejectReason::FractionalGpu)
+        - scan.rejected.count(RejectReason::TooFewGpusPerNode);
+    let total_flops = throughput::total_flops(job, catalog);
+    let profile = explain::profile(job, total_flops, memory_rejections, allowed);
+    let assumptions = explain::assumptions(catalog, job, &ranked, scan.rate_sources);
     InstanceDecision {
         candidates,
-        considered,
+        considered: scan.considered,
         feasible: feasible_count,
         profile,
-        rejected: rejected.into_list(),
+        rejected: scan.rejected.into_list(catalog),
         suggestions,
         assumptions,
     }

@@ -8,6 +8,32 @@
 //! in every answer.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FNV-1a, for the advisor's short region and instance-type names. Instance selection looks
+/// up every AWS spot configuration here; SipHash's resistance to chosen keys buys nothing
+/// for names that come from the catalog and costs most of the lookup.
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv1a {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type NameMap<V> = HashMap<String, V, BuildHasherDefault<Fnv1a>>;
 
 /// Hours in an average month.
 pub const HOURS_PER_MONTH: f64 = 730.0;
@@ -41,13 +67,13 @@ pub enum RateSource {
 pub struct SpotRisk {
     /// region -> instance type -> interruptions per instance-hour. Nested so that lookups by
     /// `&str` need no allocation on the selection hot path.
-    aws: HashMap<String, HashMap<String, f64>>,
+    aws: NameMap<NameMap<f64>>,
 }
 
 impl SpotRisk {
     /// From Spot Advisor rows: (region, instance type, bucket 0..=4) for AWS.
     pub fn from_aws_advisor(rows: impl IntoIterator<Item = (String, String, usize)>) -> Self {
-        let mut aws: HashMap<String, HashMap<String, f64>> = HashMap::new();
+        let mut aws: NameMap<NameMap<f64>> = NameMap::default();
         for (region, it, bucket) in rows {
             if let Some(monthly) = ADVISOR_BUCKET_MIDPOINTS.get(bucket) {
                 aws.entry(region)

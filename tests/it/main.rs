@@ -53,6 +53,7 @@ mod remote_write_fuzz;
 mod replicas;
 mod scale_properties;
 mod select_cases;
+mod select_golden;
 mod select_properties;
 mod shutdown;
 mod sim_trace_fuzz;

@@ -63,7 +63,7 @@ fn hours_text(hours: f64) -> String {
 }
 
 fn ranking_reason(job: &Job, s: &Scored, rank: usize, of: u64, best_key: Option<f64>) -> String {
-    let key = super::objective_key(job, s).0;
+    let key = super::rank::objective_key(job.objective, s).0;
     let what = match (job.objective, s.cost, s.hours, s.rate, s.value()) {
         (Objective::Cheapest, Some(c), _, _, _) => format!("estimated cost ${c:.2}"),
         (Objective::Cheapest, None, _, _, _) => {

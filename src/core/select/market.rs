@@ -1,0 +1,252 @@
+//! One configuration in one market: the run stretched by spot interruptions (or refused on
+//! spot), then its price, hours with start-up, billed cost, and the job's caps on price,
+//! time and money.
+
+use super::reject::{Detail, Refusal};
+use crate::core::catalog::{Market, Offering};
+use crate::core::decision::RejectReason;
+use crate::core::job::Job;
+use crate::core::spot::{RateSource, SpotRisk, loss_per_interruption_hours, stretch};
+use crate::core::terms::Billing;
+
+/// The run in one market.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct MarketRun {
+    /// The run's hours, stretched on spot.
+    pub run_hours: Option<f64>,
+    pub interruptions: f64,
+    /// Interruptions per node-hour, their source, and the factor they stretch the run by.
+    pub spot_rate: Option<(f64, RateSource, f64)>,
+}
+
+/// Which interruption-rate sources any spot configuration used: (advisor, provider default).
+pub(super) type RateSourcesSeen = (bool, bool);
+
+/// The run of `nodes` nodes of `o` in `market`. Spot needs the job's permission and its
+/// checkpoints, and is refused where interruptions would redo half the run or more.
+pub(super) fn run_in_market(
+    job: &Job,
+    risk: &SpotRisk,
+    o: &Offering,
+    nodes: u32,
+    run_hours: Option<f64>,
+    market: Market,
+    seen: &mut RateSourcesSeen,
+) -> Result<MarketRun, Refusal> {
+    if market == Market::OnDemand {
+        return Ok(MarketRun {
+            run_hours,
+            interruptions: 0.0,
+            spot_rate: None,
+        });
+    }
+    let Some(checkpoint) = job.checkpoint_interval_min.filter(|_| job.spot_allowed) else {
+        return Err((RejectReason::SpotNotAllowed, Detail::None));
+    };
+    let (per_hour, source) = risk.rate(&o.key.provider, &o.key.region, &o.key.instance_type);
+    match source {
+        RateSource::Advisor => seen.0 = true,
+        RateSource::ProviderDefault => seen.1 = true,
+    }
+    let loss = loss_per_interruption_hours(run_hours, checkpoint, job.restart_overhead_min);
+    // Unknown work: the stretch of an hour stands in for the factor.
+    let Some((stretched, expected)) = stretch(run_hours.unwrap_or(1.0), per_hour, nodes, loss)
+    else {
+        return Err((RejectReason::SpotNotAllowed, Detail::InterruptionsTooCostly));
+    };
+    Ok(match run_hours {
+        Some(h) => MarketRun {
+            run_hours: Some(stretched),
+            interruptions: expected,
+            spot_rate: Some((per_hour, source, stretched / h)),
+        },
+        None => MarketRun {
+            run_hours: None,
+            interruptions: 0.0,
+            spot_rate: Some((per_hour, source, stretched)),
+        },
+    })
+}
+
+/// What a configuration costs and how long it takes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Costed {
+    pub total_price: f64,
+    /// Start-up plus the run.
+    pub hours: Option<f64>,
+    pub billed_hours: Option<f64>,
+    pub cost: Option<f64>,
+}
+
+/// Prices `nodes` nodes at `node_price` each for the run plus start-up, billed as the
+/// provider bills, within the job's price cap, deadline and budget.
+pub(super) fn cost_and_time(
+    job: &Job,
+    billing: Billing,
+    startup_min: f64,
+    node_price: f64,
+    nodes: u32,
+    run_hours: Option<f64>,
+) -> Result<Costed, Refusal> {
+    let total_price = node_price * f64::from(nodes);
+    if job.max_price_per_hour.is_some_and(|cap| total_price > cap) {
+        return Err((
+            RejectReason::OverPriceCap,
+            Detail::PricePerHour(total_price),
+        ));
+    }
+    let hours = run_hours.map(|h| h + startup_min / 60.0);
+    let billed_hours = hours.map(|h| billing.billed_hours(h));
+    let cost = billed_hours.map(|h| h * total_price);
+    if let (Some(deadline), Some(h)) = (job.deadline_hours, hours)
+        && h > deadline
+    {
+        return Err((RejectReason::MissesDeadline, Detail::Hours(h)));
+    }
+    if let (Some(budget), Some(c)) = (job.budget, cost)
+        && c > budget
+    {
+        return Err((RejectReason::OverBudget, Detail::Cost(c)));
+    }
+    Ok(Costed {
+        total_price,
+        hours,
+        billed_hours,
+        cost,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey};
+
+    fn offering() -> Offering {
+        Offering {
+            id: 1,
+            key: OfferingKey {
+                provider: "aws".into(),
+                region: "us-east-1".into(),
+                zone: String::new(),
+                instance_type: "p4d.24xlarge".into(),
+            },
+            spec: InstanceSpec {
+                gpu: "A100".into(),
+                gpu_count: 8.0,
+                gpu_memory_gib: 40.0,
+                vcpus: 96.0,
+                memory_gib: 1152.0,
+                network_gbps: Some(400.0),
+                interconnect: Interconnect::Efa,
+                local_nvme_gb: None,
+                arch: "x86_64".into(),
+            },
+            on_demand: None,
+            spot: None,
+            price_observed_at_ms: None,
+        }
+    }
+
+    #[test]
+    fn spot_needs_permission_and_checkpoints_and_stretches_the_run() {
+        let risk = SpotRisk::from_aws_advisor([("us-east-1".into(), "p4d.24xlarge".into(), 4)]);
+        let o = offering();
+        let mut seen = (false, false);
+        let no_checkpoints = Job::default();
+        assert_eq!(
+            run_in_market(
+                &no_checkpoints,
+                &risk,
+                &o,
+                1,
+                Some(10.0),
+                Market::Spot,
+                &mut seen
+            ),
+            Err((RejectReason::SpotNotAllowed, Detail::None))
+        );
+        assert_eq!(seen, (false, false));
+        let on_demand = run_in_market(
+            &no_checkpoints,
+            &risk,
+            &o,
+            1,
+            Some(10.0),
+            Market::OnDemand,
+            &mut seen,
+        );
+        assert_eq!(on_demand.map(|r| r.run_hours), Ok(Some(10.0)));
+        let job = Job {
+            checkpoint_interval_min: Some(10.0),
+            ..Job::default()
+        };
+        let run = run_in_market(&job, &risk, &o, 2, Some(10.0), Market::Spot, &mut seen)
+            .expect("spot with checkpoints");
+        assert_eq!(seen, (true, false));
+        let (per_hour, source, factor) = run.spot_rate.expect("a spot rate");
+        assert_eq!(source, RateSource::Advisor);
+        assert!((per_hour - 0.25 / 730.0).abs() < 1e-12);
+        let hours = run.run_hours.expect("stretched hours");
+        assert!(
+            factor > 1.0 && (hours - 10.0 * factor).abs() < 1e-9,
+            "{hours} {factor}"
+        );
+        assert!(run.interruptions > 0.0);
+    }
+
+    #[test]
+    fn spot_is_refused_when_interruptions_would_redo_half_the_run() {
+        let risk = SpotRisk::default();
+        let weekly = Job {
+            checkpoint_interval_min: Some(7.0 * 24.0 * 60.0),
+            ..Job::default()
+        };
+        let mut seen = (false, false);
+        let refused = run_in_market(
+            &weekly,
+            &risk,
+            &offering(),
+            64,
+            Some(1000.0),
+            Market::Spot,
+            &mut seen,
+        );
+        assert_eq!(
+            refused,
+            Err((RejectReason::SpotNotAllowed, Detail::InterruptionsTooCostly))
+        );
+        assert_eq!(seen, (false, true));
+    }
+
+    #[test]
+    fn caps_on_price_time_and_money_refuse_in_that_order() {
+        let aws = Billing::for_provider("aws");
+        let job = Job {
+            max_price_per_hour: Some(50.0),
+            deadline_hours: Some(10.0),
+            budget: Some(200.0),
+            ..Job::default()
+        };
+        let cost = |node_price, nodes, run| cost_and_time(&job, aws, 6.0, node_price, nodes, run);
+        assert_eq!(
+            cost(30.0, 2, Some(1.0)),
+            Err((RejectReason::OverPriceCap, Detail::PricePerHour(60.0)))
+        );
+        let Err((RejectReason::MissesDeadline, Detail::Hours(h))) = cost(30.0, 1, Some(10.0))
+        else {
+            panic!("10 h of run and 6 min of start-up miss a 10 h deadline");
+        };
+        assert!((h - 10.1).abs() < 1e-9, "{h}");
+        let Err((RejectReason::OverBudget, Detail::Cost(c))) = cost(30.0, 1, Some(9.0)) else {
+            panic!("9.1 h at $30/h is over a $200 budget");
+        };
+        assert!((c - 273.0).abs() < 1e-6, "{c}");
+        let ok = cost(10.0, 2, Some(0.4)).expect("within every cap");
+        assert_eq!(ok.total_price, 20.0);
+        assert_eq!(ok.hours, Some(0.5));
+        assert_eq!(ok.cost, Some(10.0));
+        // Unknown work: no hours and no cost, only the price.
+        let unknown = cost(10.0, 1, None).expect("no caps on unknown work but the price");
+        assert_eq!((unknown.hours, unknown.cost), (None, None));
+    }
+}

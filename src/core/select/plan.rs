@@ -1,0 +1,355 @@
+//! What one shape (an instance type with its spec, in any region) can do for the job: the
+//! machine checks, usable memory, and for each node count whether the job fits and how fast
+//! it runs. None of it depends on where the offering is sold or what it costs, so it is
+//! worked out once per shape, when the scan first meets one of its offerings.
+
+use super::filter::{machine_allowed, throughput_sources};
+use super::reject::{Detail, Refusal};
+use super::throughput::{Throughput, Unestimated, throughput};
+use super::{MIN_FABRIC_GBPS, NearMisses, Request};
+use crate::core::catalog::{GpuFacts, Interconnect, Offering};
+use crate::core::decision::RejectReason;
+use crate::core::job::{Job, usable_gib};
+use crate::core::terms::{Billing, default_startup_min};
+
+/// Whether the offering's network carries multi-node training.
+pub(super) fn fabric_ok(o: &Offering) -> bool {
+    let fast = matches!(
+        o.spec.interconnect,
+        Interconnect::Efa
+            | Interconnect::Infiniband
+            | Interconnect::Roce
+            | Interconnect::GpudirectTcpx
+    );
+    // A fabric the provider names but whose bandwidth it does not state is taken at its word.
+    fast && o.spec.network_gbps.is_none_or(|g| g >= MIN_FABRIC_GBPS)
+}
+
+/// Whether the job fits `nodes` nodes of the offering: the data-parallel degree and the GiB
+/// per GPU it needs.
+pub(super) fn fit_nodes(
+    job: &Job,
+    o: &Offering,
+    usable: f64,
+    one_node_fits: bool,
+    nodes: u32,
+) -> Result<(u32, f64), Refusal> {
+    if nodes > 1 && one_node_fits {
+        return Err((RejectReason::SingleNodeSuffices, Detail::None));
+    }
+    let degree = (o.spec.gpu_count as u32).saturating_mul(nodes);
+    let need = job.memory.gib_per_gpu(degree);
+    if need > usable {
+        return Err((
+            RejectReason::MemoryDoesNotFit,
+            Detail::Memory { need, usable },
+        ));
+    }
+    if nodes > 1 && job.require_fast_interconnect && !fabric_ok(o) {
+        return Err((RejectReason::NoFastInterconnect, Detail::Interconnect));
+    }
+    Ok((degree, need))
+}
+
+/// A node count the job fits and can be estimated at.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fit<'a> {
+    pub degree: u32,
+    pub need: f64,
+    pub throughput: Throughput<'a>,
+}
+
+/// A node count's verdict: the fit, or why the job cannot run at that size.
+pub(super) type NodeVerdict<'a> = Result<Fit<'a>, Refusal>;
+
+/// What a shape offers the job, whatever the region and market.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ShapePlan {
+    pub usable: f64,
+    pub billing: Billing,
+    pub startup_min: f64,
+    /// Where this shape's verdicts per node count start in [`ShapePlans::fits`].
+    fits_from: usize,
+}
+
+/// Works out what the shape of `o` offers the job, noting near misses for the suggestions.
+/// `fits` receives one verdict per node count of the request.
+fn plan_shape<'a>(
+    req: &Request<'a>,
+    o: &Offering,
+    facts: Option<&'a GpuFacts>,
+    near: &mut NearMisses,
+    fits: &mut Vec<NodeVerdict<'a>>,
+) -> Result<ShapePlan, Refusal> {
+    let job = req.job;
+    machine_allowed(job, o)?;
+    let measured_workload = req.measured_workload.filter(|w| {
+        req.catalog
+            .benchmarks_of_gpu(w, &o.spec.gpu)
+            .any(|b| b.samples_per_sec.is_some())
+    });
+    let sources = throughput_sources(job, facts, measured_workload).inspect_err(|refusal| {
+        match refusal.1 {
+            Detail::NoBf16 => note_gpu(&mut near.without_bf16, &o.spec.gpu),
+            Detail::NoFacts => note_gpu(&mut near.without_facts, &o.spec.gpu),
+            _ => {}
+        }
+    })?;
+    let usable = usable_gib(o.spec.gpu_memory_gib);
+    if near.largest.as_ref().is_none_or(|(u, _, _)| usable > *u) {
+        near.largest = Some((usable, o.spec.gpu_memory_gib, o.spec.gpu.clone()));
+    }
+    // A job that fits on one node runs there (more nodes only add communication), unless
+    // it is in a hurry.
+    let one_node_fits = job.nodes_min == 1
+        && !job.spreads_for_speed()
+        && job.memory.gib_per_gpu(o.spec.gpu_count as u32) <= usable;
+    let fits_from = fits.len();
+    for &n in &req.nodes {
+        let fit = fit_nodes(job, o, usable, one_node_fits, n).and_then(|(degree, need)| {
+            let t = throughput(
+                req.catalog,
+                job,
+                o,
+                sources.datasheet,
+                sources.measured_workload,
+                n,
+            );
+            match t {
+                Ok(throughput) => Ok(Fit {
+                    degree,
+                    need,
+                    throughput,
+                }),
+                Err(why) => {
+                    if why == Unestimated::NeedsFlopsPerSample {
+                        near.needs_flops_per_sample = true;
+                    }
+                    Err((RejectReason::NoThroughputData, Detail::None))
+                }
+            }
+        });
+        fits.push(fit);
+    }
+    Ok(ShapePlan {
+        usable,
+        billing: Billing::for_provider(&o.key.provider),
+        startup_min: job
+            .startup_min
+            .unwrap_or_else(|| default_startup_min(&o.key.provider)),
+        fits_from,
+    })
+}
+
+fn note_gpu(list: &mut Vec<String>, gpu: &str) {
+    if !list.iter().any(|g| g.eq_ignore_ascii_case(gpu)) {
+        list.push(gpu.to_string());
+    }
+}
+
+const NOT_PLANNED: u32 = u32::MAX;
+
+/// The plans of the shapes met so far in one selection.
+pub(super) struct ShapePlans<'a> {
+    /// For each shape of the catalog, its place in `plans`, or [`NOT_PLANNED`].
+    slot: Vec<u32>,
+    plans: Vec<Result<ShapePlan, Refusal>>,
+    /// The verdicts per node count of every planned shape, one run per shape.
+    fits: Vec<NodeVerdict<'a>>,
+    node_counts: usize,
+}
+
+impl<'a> ShapePlans<'a> {
+    pub(super) fn new(req: &Request<'a>) -> Self {
+        Self {
+            slot: vec![NOT_PLANNED; req.catalog.shapes().len()],
+            plans: Vec::new(),
+            fits: Vec::new(),
+            node_counts: req.nodes.len(),
+        }
+    }
+
+    /// The plan of the shape of the offering at `position` and its verdicts per node count,
+    /// worked out the first time the shape is met.
+    pub(super) fn of(
+        &mut self,
+        req: &Request<'a>,
+        near: &mut NearMisses,
+        position: usize,
+    ) -> Result<(&ShapePlan, &[NodeVerdict<'a>]), Refusal> {
+        let shape = req.catalog.shapes().of(position);
+        let mut slot = self.slot[shape];
+        if slot == NOT_PLANNED {
+            let o = &req.catalog.offerings()[position];
+            let facts = req.catalog.gpu_facts_of(position);
+            let plan = plan_shape(req, o, facts, near, &mut self.fits);
+            slot = self.plans.len() as u32;
+            self.plans.push(plan);
+            self.slot[shape] = slot;
+        }
+        let plan = self.plans[slot as usize].as_ref().map_err(|r| *r)?;
+        let fits = &self.fits[plan.fits_from..plan.fits_from + self.node_counts];
+        Ok((plan, fits))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::catalog::{CatalogSnapshot, InstanceSpec, OfferingKey};
+    use crate::core::job::{MemoryNeed, Work};
+
+    fn offering(
+        id: i64,
+        region: &str,
+        gpu: &str,
+        count: f64,
+        interconnect: Interconnect,
+        network_gbps: Option<f64>,
+    ) -> Offering {
+        Offering {
+            id,
+            key: OfferingKey {
+                provider: "aws".into(),
+                region: region.into(),
+                zone: String::new(),
+                instance_type: format!("{gpu}-{count}"),
+            },
+            spec: InstanceSpec {
+                gpu: gpu.into(),
+                gpu_count: count,
+                gpu_memory_gib: 40.0,
+                vcpus: 8.0,
+                memory_gib: 64.0,
+                network_gbps,
+                interconnect,
+                local_nvme_gb: None,
+                arch: "x86_64".into(),
+            },
+            on_demand: None,
+            spot: None,
+            price_observed_at_ms: None,
+        }
+    }
+
+    fn fixed(gib_per_gpu: f64) -> Job {
+        Job {
+            memory: MemoryNeed::Fixed { gib_per_gpu },
+            nodes_max: 4,
+            ..Job::default()
+        }
+    }
+
+    #[test]
+    fn fabrics_below_100_gbits_do_not_carry_multi_node_training() {
+        let efa = |gbps| offering(1, "r", "A100", 8.0, Interconnect::Efa, gbps);
+        assert!(fabric_ok(&efa(Some(400.0))));
+        assert!(fabric_ok(&efa(None)));
+        assert!(!fabric_ok(&efa(Some(50.0))));
+        assert!(!fabric_ok(&offering(
+            1,
+            "r",
+            "A100",
+            8.0,
+            Interconnect::None,
+            None
+        )));
+    }
+
+    #[test]
+    fn node_counts_are_refused_for_one_node_sufficing_memory_and_fabric() {
+        let o = offering(1, "r", "A100", 8.0, Interconnect::None, None);
+        let job = fixed(20.0);
+        assert_eq!(fit_nodes(&job, &o, 37.0, false, 1), Ok((8, 20.0)));
+        assert_eq!(
+            fit_nodes(&job, &o, 37.0, true, 2),
+            Err((RejectReason::SingleNodeSuffices, Detail::None))
+        );
+        assert_eq!(
+            fit_nodes(&job, &o, 37.0, false, 2),
+            Err((RejectReason::NoFastInterconnect, Detail::Interconnect))
+        );
+        assert_eq!(
+            fit_nodes(&fixed(38.0), &o, 37.0, false, 1),
+            Err((
+                RejectReason::MemoryDoesNotFit,
+                Detail::Memory {
+                    need: 38.0,
+                    usable: 37.0
+                }
+            ))
+        );
+    }
+
+    #[test]
+    fn a_shape_is_planned_once_for_all_its_regions() {
+        use Interconnect::None as Ethernet;
+        let t4 = GpuFacts {
+            name: "T4".into(),
+            variant: String::new(),
+            memory_gib: 16.0,
+            memory_bandwidth_gbps: 320.0,
+            fp16_bf16_dense_tflops: 65.0,
+            bf16_supported: false,
+            fp32_tflops: 8.1,
+            gpu_link_gbps: 0.0,
+            tdp_w: 70.0,
+        };
+        let catalog = CatalogSnapshot::new(
+            Vec::new(),
+            vec![t4],
+            vec![
+                offering(1, "us-east-1", "T4", 1.0, Ethernet, None),
+                offering(2, "eu-west-1", "T4", 1.0, Ethernet, None),
+                offering(3, "us-east-1", "L4", 1.0, Ethernet, None),
+            ],
+        );
+        let job = Job {
+            work: Work::Tokens {
+                tokens: 1e9,
+                params: 1e8,
+            },
+            ..fixed(10.0)
+        };
+        let req = Request::new(&catalog, &job);
+        let mut plans = ShapePlans::new(&req);
+        let mut near = NearMisses::default();
+        let no_bf16 = Err((RejectReason::PrecisionUnsupported, Detail::NoBf16));
+        assert_eq!(plans.of(&req, &mut near, 0).map(|_| ()), no_bf16);
+        assert_eq!(plans.of(&req, &mut near, 1).map(|_| ()), no_bf16);
+        assert_eq!(
+            plans.of(&req, &mut near, 2).map(|_| ()),
+            Err((RejectReason::NoThroughputData, Detail::NoFacts))
+        );
+        assert_eq!(plans.plans.len(), 2);
+        assert_eq!(near.without_bf16, ["T4"]);
+        assert_eq!(near.without_facts, ["L4"]);
+    }
+
+    #[test]
+    fn a_planned_shape_has_a_verdict_per_node_count() {
+        let catalog = CatalogSnapshot::new(
+            Vec::new(),
+            Vec::new(),
+            vec![offering(1, "r", "X1", 8.0, Interconnect::Efa, Some(400.0))],
+        );
+        // A fixed need is the same per GPU at every node count; the fastest objective tries
+        // them all, as the fabric carries them.
+        let job = Job {
+            objective: crate::core::job::Objective::Fastest,
+            ..fixed(30.0)
+        };
+        let req = Request::new(&catalog, &job);
+        let mut plans = ShapePlans::new(&req);
+        let mut near = NearMisses::default();
+        let (plan, fits) = plans.of(&req, &mut near, 0).expect("planned");
+        assert_eq!(plan.usable, usable_gib(40.0));
+        assert_eq!(plan.startup_min, default_startup_min("aws"));
+        assert_eq!(fits.len(), 4);
+        assert!(fits.iter().all(|f| f.is_ok_and(|f| f.need == 30.0)));
+        assert_eq!(
+            near.largest,
+            Some((usable_gib(40.0), 40.0, "X1".to_string()))
+        );
+    }
+}

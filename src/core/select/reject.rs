@@ -1,0 +1,275 @@
+//! Rejections counted by reason, with the first few examples of each kept as plain values
+//! and written out as text only at the end: a scan over the whole catalog rejects thousands
+//! of configurations, and only three of each reason are ever read.
+
+use crate::core::catalog::{CatalogSnapshot, Market, Offering};
+use crate::core::decision::{RejectReason, Rejections};
+
+use super::MARKETS;
+
+const EXAMPLES_PER_REASON: usize = 3;
+/// How many reasons there are; [`RejectReason`] variants index the tally in their order.
+const REASONS: usize = RejectReason::OverBudget as usize + 1;
+
+/// What an example says after the configuration's name.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Detail {
+    /// The name alone.
+    None,
+    /// The GPU has datasheet facts but no bf16.
+    NoBf16,
+    /// The GPU has neither datasheet facts nor a benchmark.
+    NoFacts,
+    /// GiB per GPU needed, and usable.
+    Memory { need: f64, usable: f64 },
+    /// The fabric it has.
+    Interconnect,
+    /// Spot interruptions would redo half the run or more.
+    InterruptionsTooCostly,
+    /// Total dollars per hour.
+    PricePerHour(f64),
+    /// Hours start-up included.
+    Hours(f64),
+    /// Total dollars.
+    Cost(f64),
+}
+
+/// A refused configuration's reason and what its example says.
+pub(super) type Refusal = (RejectReason, Detail);
+
+/// One example configuration, kept as numbers until it is written out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Example {
+    position: usize,
+    nodes: u32,
+    market: Market,
+    detail: Detail,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    count: u64,
+    examples: Vec<Example>,
+}
+
+/// Rejections counted by reason, keeping the first examples of each in scan order.
+#[derive(Debug, Default)]
+pub(super) struct RejectTally {
+    by_reason: [Slot; REASONS],
+}
+
+impl RejectTally {
+    /// Counts one rejected configuration.
+    pub(super) fn add(
+        &mut self,
+        (reason, detail): Refusal,
+        position: usize,
+        nodes: u32,
+        market: Market,
+    ) {
+        let slot = &mut self.by_reason[reason as usize];
+        slot.count += 1;
+        if slot.examples.len() < EXAMPLES_PER_REASON {
+            slot.examples.push(Example {
+                position,
+                nodes,
+                market,
+                detail,
+            });
+        }
+    }
+
+    /// Counts every node count and market of one offering, in scan order.
+    pub(super) fn add_all(&mut self, refusal: Refusal, position: usize, nodes: &[u32]) {
+        let slot = &mut self.by_reason[refusal.0 as usize];
+        if slot.examples.len() >= EXAMPLES_PER_REASON {
+            slot.count += (nodes.len() * MARKETS.len()) as u64;
+            return;
+        }
+        for &n in nodes {
+            for market in MARKETS {
+                self.add(refusal, position, n, market);
+            }
+        }
+    }
+
+    pub(super) fn count(&self, reason: RejectReason) -> u64 {
+        self.by_reason[reason as usize].count
+    }
+
+    /// The reasons that rejected anything, in the order of [`RejectReason`], with their
+    /// examples written out.
+    pub(super) fn into_list(self, catalog: &CatalogSnapshot) -> Vec<Rejections> {
+        REASON_ORDER
+            .iter()
+            .zip(self.by_reason)
+            .filter(|(_, slot)| slot.count > 0)
+            .map(|(&reason, slot)| Rejections {
+                reason,
+                count: slot.count,
+                examples: slot
+                    .examples
+                    .iter()
+                    .map(|e| example_text(&catalog.offerings()[e.position], e))
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+/// Every reason, in declaration order (the order of the answer's list).
+const REASON_ORDER: [RejectReason; REASONS] = [
+    RejectReason::FilteredByConstraint,
+    RejectReason::TooFewGpusPerNode,
+    RejectReason::FractionalGpu,
+    RejectReason::MemoryDoesNotFit,
+    RejectReason::SingleNodeSuffices,
+    RejectReason::NoFastInterconnect,
+    RejectReason::NoLocalNvme,
+    RejectReason::PrecisionUnsupported,
+    RejectReason::NoThroughputData,
+    RejectReason::SpotNotAllowed,
+    RejectReason::NoPrice,
+    RejectReason::OverPriceCap,
+    RejectReason::MissesDeadline,
+    RejectReason::OverBudget,
+];
+
+/// Where, what and how many: `aws/us-east-1/-/p4d.24xlarge ×2 spot`.
+pub(super) fn label(o: &Offering, nodes: u32, market: Market) -> String {
+    let zone = if o.key.zone.is_empty() {
+        "-"
+    } else {
+        &o.key.zone
+    };
+    format!(
+        "{}/{}/{}/{} ×{nodes} {}",
+        o.key.provider, o.key.region, zone, o.key.instance_type, market
+    )
+}
+
+fn example_text(o: &Offering, e: &Example) -> String {
+    let label = label(o, e.nodes, e.market);
+    match e.detail {
+        Detail::None => label,
+        Detail::NoBf16 => format!("{label}: {} has no bf16", o.spec.gpu),
+        Detail::NoFacts => format!(
+            "{label}: no datasheet TFLOPS for {} and no benchmark",
+            o.spec.gpu
+        ),
+        Detail::Memory { need, usable } => format!(
+            "{label}: needs {need:.1} GiB per GPU, {usable:.1} of {:.1} usable",
+            o.spec.gpu_memory_gib
+        ),
+        Detail::Interconnect => format!("{label}: {}", o.spec.interconnect.as_str()),
+        Detail::InterruptionsTooCostly => {
+            format!("{label}: interruptions would cost half the run or more")
+        }
+        Detail::PricePerHour(p) => format!("{label}: ${p:.2}/h"),
+        Detail::Hours(h) => format!("{label}: {h:.1} h"),
+        Detail::Cost(c) => format!("{label}: ${c:.0}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey};
+
+    fn catalog() -> CatalogSnapshot {
+        let offering = |id: i64, zone: &str| Offering {
+            id,
+            key: OfferingKey {
+                provider: "gcp".into(),
+                region: "us-central1".into(),
+                zone: zone.into(),
+                instance_type: "a2-highgpu-1g".into(),
+            },
+            spec: InstanceSpec {
+                gpu: "A100".into(),
+                gpu_count: 1.0,
+                gpu_memory_gib: 40.0,
+                vcpus: 12.0,
+                memory_gib: 85.0,
+                network_gbps: None,
+                interconnect: Interconnect::None,
+                local_nvme_gb: None,
+                arch: "x86_64".into(),
+            },
+            on_demand: None,
+            spot: None,
+            price_observed_at_ms: None,
+        };
+        CatalogSnapshot::new(
+            Vec::new(),
+            Vec::new(),
+            vec![offering(1, ""), offering(2, "us-central1-a")],
+        )
+    }
+
+    #[test]
+    fn reasons_list_in_declaration_order_with_three_examples_each() {
+        assert_eq!(REASON_ORDER.len(), REASONS);
+        for (i, reason) in REASON_ORDER.iter().enumerate() {
+            assert_eq!(*reason as usize, i);
+        }
+        let mut tally = RejectTally::default();
+        tally.add_all((RejectReason::NoPrice, Detail::None), 0, &[1, 2, 3]);
+        tally.add(
+            (RejectReason::FilteredByConstraint, Detail::None),
+            1,
+            1,
+            Market::Spot,
+        );
+        assert_eq!(tally.count(RejectReason::NoPrice), 6);
+        assert_eq!(tally.count(RejectReason::OverBudget), 0);
+        let list = tally.into_list(&catalog());
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].reason, RejectReason::FilteredByConstraint);
+        assert_eq!(
+            list[0].examples,
+            ["gcp/us-central1/us-central1-a/a2-highgpu-1g ×1 spot"]
+        );
+        assert_eq!(list[1].count, 6);
+        assert_eq!(
+            list[1].examples,
+            [
+                "gcp/us-central1/-/a2-highgpu-1g ×1 on_demand",
+                "gcp/us-central1/-/a2-highgpu-1g ×1 spot",
+                "gcp/us-central1/-/a2-highgpu-1g ×2 on_demand",
+            ]
+        );
+    }
+
+    #[test]
+    fn details_are_written_with_the_offering_they_name() {
+        let catalog = catalog();
+        let o = &catalog.offerings()[0];
+        let text = |detail| {
+            example_text(
+                o,
+                &Example {
+                    position: 0,
+                    nodes: 2,
+                    market: Market::OnDemand,
+                    detail,
+                },
+            )
+        };
+        let name = "gcp/us-central1/-/a2-highgpu-1g ×2 on_demand";
+        assert_eq!(
+            text(Detail::Memory {
+                need: 50.04,
+                usable: 37.0
+            }),
+            format!("{name}: needs 50.0 GiB per GPU, 37.0 of 40.0 usable")
+        );
+        assert_eq!(text(Detail::NoBf16), format!("{name}: A100 has no bf16"));
+        assert_eq!(
+            text(Detail::PricePerHour(7.347)),
+            format!("{name}: $7.35/h")
+        );
+        assert_eq!(text(Detail::Hours(12.26)), format!("{name}: 12.3 h"));
+        assert_eq!(text(Detail::Cost(1234.4)), format!("{name}: $1234"));
+    }
+}
