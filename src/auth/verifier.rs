@@ -35,6 +35,9 @@ use crate::store::{Fault, Store, StoreError};
 pub const CACHE_TTL: Duration = Duration::from_secs(10);
 /// Argon2 verifications in flight at once.
 pub const MAX_CONCURRENT_HASHES: usize = 4;
+/// Database lookups of keys not in memory in flight at once: a key is read once per
+/// [`CACHE_TTL`], so legitimate callers need few, and a flood of made-up ids gets no more.
+pub const MAX_CONCURRENT_LOOKUPS: usize = 4;
 /// Entries kept before expired ones are swept.
 const CACHE_SWEEP_AT: usize = 10_000;
 
@@ -87,6 +90,13 @@ pub enum VerifyError {
     Internal(String),
 }
 
+/// What the cache knows of a presented token.
+enum Verdict {
+    Good(Grant),
+    WrongSecret,
+    Unknown,
+}
+
 #[derive(Debug, Clone)]
 struct Cached {
     digest: [u8; 32],
@@ -105,6 +115,9 @@ pub struct KeyVerifier {
     hashes: Arc<Semaphore>,
     /// Argon2 verifications run (legacy rows only), for tests that refusals pay none.
     slow_checks: AtomicU64,
+    /// Bounds the database lookups of keys not in memory (see [`MAX_CONCURRENT_LOOKUPS`]).
+    lookups: Semaphore,
+    db_lookups: AtomicU64,
     outage_hits: AtomicU64,
     /// Bumped by every revocation. A check that read its key's row before a revocation must
     /// not put the key back in the cache after `forget` took it out.
@@ -119,6 +132,8 @@ impl KeyVerifier {
             cache: Mutex::new(HashMap::new()),
             hashes: Arc::new(Semaphore::new(MAX_CONCURRENT_HASHES)),
             slow_checks: AtomicU64::new(0),
+            lookups: Semaphore::new(MAX_CONCURRENT_LOOKUPS),
+            db_lookups: AtomicU64::new(0),
             outage_hits: AtomicU64::new(0),
             revocations: AtomicU64::new(0),
         })
@@ -129,11 +144,26 @@ impl KeyVerifier {
         // The token's shape is public, so refusing a malformed one at once tells nobody
         // anything they did not know.
         let t = Token::parse(presented).ok_or(VerifyError::Invalid)?;
-        if let Some(grant) = self.cached(&t) {
-            return Ok(Principal::key(&t.id, grant));
+        match self.cache_verdict(&t) {
+            Verdict::Good(grant) => return Ok(Principal::key(&t.id, grant)),
+            // A key's secret never changes (a new secret is a new key), so a verified key's
+            // id with another secret is refused from memory: a flood of wrong secrets for a
+            // real id costs no database round trip.
+            Verdict::WrongSecret => return Err(VerifyError::Invalid),
+            Verdict::Unknown => {}
         }
         let revocations = self.revocations.load(Ordering::SeqCst);
-        let row = match self.store.active_key(&t.id).await {
+        // Lookups of keys not in memory share a few database connections: a flood of made-up
+        // ids waits here instead of taking the pool that verified keys' requests use.
+        let lookup = self
+            .lookups
+            .acquire()
+            .await
+            .map_err(|e| VerifyError::Internal(e.to_string()))?;
+        self.db_lookups.fetch_add(1, Ordering::Relaxed);
+        let found = self.store.active_key(&t.id).await;
+        drop(lookup);
+        let row = match found {
             Ok(row) => row.ok_or(VerifyError::Invalid)?,
             Err(e) if e.fault() == Fault::Unavailable => {
                 return match self.recent(&t, self.outage_grace) {
@@ -207,6 +237,29 @@ impl KeyVerifier {
 
     fn cached(&self, t: &Token) -> Option<Grant> {
         self.recent(t, CACHE_TTL)
+    }
+
+    /// What memory says of `t`: its key verified within [`CACHE_TTL`] with this secret, with
+    /// another one, or nothing known.
+    fn cache_verdict(&self, t: &Token) -> Verdict {
+        let Ok(cache) = self.cache.lock() else {
+            return Verdict::Unknown;
+        };
+        match cache.get(&t.id) {
+            Some(hit) if hit.at.elapsed() < CACHE_TTL => {
+                if bool::from(hit.digest.ct_eq(&digest(&t.secret))) {
+                    Verdict::Good(hit.grant.clone())
+                } else {
+                    Verdict::WrongSecret
+                }
+            }
+            _ => Verdict::Unknown,
+        }
+    }
+
+    /// Key rows read from the database, for tests that refusals from memory read none.
+    pub fn db_lookups(&self) -> u64 {
+        self.db_lookups.load(Ordering::Relaxed)
     }
 
     /// The grant of `t` if it verified against the database less than `within` ago.
@@ -291,6 +344,38 @@ mod tests {
         assert_eq!(verifier.cached(&token), Some(grant));
         verifier.forget(&token.id);
         assert_eq!(verifier.cached(&token), None);
+    }
+
+    /// A wrong secret for a key verified moments ago is refused from memory, however many
+    /// times it is tried; only the first check of the key reads its row.
+    #[tokio::test]
+    async fn wrong_secrets_for_a_cached_key_read_no_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/keys.db", dir.path().display());
+        let store = Store::connect(&url).await.unwrap();
+        let issued =
+            crate::auth::issue::mint("k", Scopes::new([Scope::Read]), PoolScope::every(), 0)
+                .unwrap();
+        store.migrate().await.unwrap();
+        store.create_key(&issued.row).await.unwrap();
+        let verifier = KeyVerifier::new(store, Duration::ZERO).unwrap();
+        assert!(verifier.verify(&issued.token).await.is_ok());
+        assert_eq!(verifier.db_lookups(), 1);
+        let id = &issued.row.id;
+        for _ in 0..50 {
+            let wrong = Token::generate().unwrap();
+            let forged = format!("tsk_{id}_{}", wrong.secret);
+            assert!(matches!(
+                verifier.verify(&forged).await,
+                Err(VerifyError::Invalid)
+            ));
+        }
+        assert_eq!(verifier.db_lookups(), 1, "refused from memory");
+        assert!(verifier.verify(&issued.token).await.is_ok());
+        // An id memory does not know still goes to the database, and is refused there.
+        let unknown = Token::generate().unwrap();
+        assert!(verifier.verify(&unknown.to_bearer()).await.is_err());
+        assert_eq!(verifier.db_lookups(), 2);
     }
 
     /// What the cache (and so the outage grace) lets through keeps the key's pool list: a key

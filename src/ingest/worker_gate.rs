@@ -20,6 +20,8 @@ use crate::store::{PoolRow, Store, StoreResult};
 /// Per request: what each pool it touches allows, read once.
 #[derive(Debug, Default)]
 pub struct WorkerGate {
+    /// Every pool's live workers and aliases, read in one statement on first use.
+    registered: Option<HashMap<String, HashSet<String>>>,
     pools: HashMap<String, PoolWorkers>,
 }
 
@@ -60,31 +62,34 @@ impl WorkerGate {
         now_ms: i64,
     ) -> StoreResult<Option<DropReason>> {
         if !self.pools.contains_key(&pool.name) {
-            let loaded = load(store, pool, now_ms).await?;
+            let registered = match &mut self.registered {
+                Some(r) => r,
+                None => self.registered.insert(registered(store).await?),
+            };
+            let known = registered.remove(&pool.name).unwrap_or_default();
+            let loaded = load(store, pool, known, now_ms).await?;
             self.pools.insert(pool.name.clone(), loaded);
         }
         Ok(self.pools.get_mut(&pool.name).and_then(|p| p.admit(worker)))
     }
 }
 
-async fn load(store: &Store, pool: &PoolRow, now_ms: i64) -> StoreResult<PoolWorkers> {
-    let mut known: HashSet<String> = store
-        .workers(&pool.name, now_ms)
-        .await?
-        .into_iter()
-        .filter(|w| w.stopped_at_ms.is_none())
-        .map(|w| w.id)
-        .collect();
+async fn registered(store: &Store) -> StoreResult<HashMap<String, HashSet<String>>> {
+    let mut by_pool: HashMap<String, HashSet<String>> = HashMap::new();
     // A live worker's aliases name it too (dcgm-exporter's `Hostname` is a private DNS name
-    // where the pool knows instance ids); the store maps them to its id.
-    let aliases: Vec<String> = store
-        .worker_aliases(&pool.name)
-        .await?
-        .into_iter()
-        .filter(|(id, _)| known.contains(id))
-        .map(|(_, alias)| alias)
-        .collect();
-    known.extend(aliases);
+    // where the pool knows instance ids).
+    for (pool, name) in store.live_worker_names().await? {
+        by_pool.entry(pool).or_default().insert(name);
+    }
+    Ok(by_pool)
+}
+
+async fn load(
+    store: &Store,
+    pool: &PoolRow,
+    known: HashSet<String>,
+    now_ms: i64,
+) -> StoreResult<PoolWorkers> {
     let mut live = HashSet::new();
     if known.is_empty() {
         let max_age_ms =

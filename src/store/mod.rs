@@ -344,6 +344,11 @@ impl Store {
         dispatch!(self, s => pool_sql::sync_workers(s, pool, workers, now_ms).await)
     }
 
+    /// Every pool's live workers and their aliases, as (pool, id or alias).
+    pub async fn live_worker_names(&self) -> StoreResult<Vec<(String, String)>> {
+        dispatch!(self, s => worker_names::live_worker_names(s).await)
+    }
+
     /// The aliases of the pool's workers, as (worker id, alias), sorted by both.
     pub async fn worker_aliases(&self, pool: &str) -> StoreResult<Vec<(String, String)>> {
         dispatch!(self, s => pool_sql::worker_aliases(s, pool).await)

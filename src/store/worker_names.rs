@@ -92,6 +92,19 @@ pub(super) async fn aliases<B: Backend>(
     B::fetch_all(conn, stmt).await
 }
 
+/// Every pool's live workers and their aliases, as (pool, id or alias), in one statement: what
+/// ingestion checks a batch's worker names against.
+pub(super) async fn live_worker_names<B: Backend>(db: &B) -> StoreResult<Vec<(String, String)>> {
+    let stmt = Stmt::new(
+        "SELECT pool, id FROM workers WHERE stopped_at_ms IS NULL
+         UNION ALL
+         SELECT a.pool, a.alias FROM worker_aliases a
+           JOIN workers w ON w.pool = a.pool AND w.id = a.worker
+          WHERE w.stopped_at_ms IS NULL",
+    );
+    B::fetch_all(&mut *db.conn().await?, stmt).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
