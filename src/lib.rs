@@ -13,6 +13,7 @@ pub mod field_error;
 pub mod fleet;
 pub mod ingest;
 pub mod keda;
+pub mod markup;
 pub mod metrics;
 pub mod policy_in;
 pub mod provider;

@@ -7,7 +7,7 @@
 //! Rendering is a pure function of the view so it can be tested without a server or a store.
 //! The page is built as [`Html`]: everything that comes from users or clouds (pool names,
 //! instance types, zones, reasons, event details) can only reach it through [`escape`], and
-//! the compiler holds to that (see `api::html`). The last decision is read back as the
+//! the compiler holds to that (see `markup`). The last decision is read back as the
 //! [`PoolDecision`] it was stored from.
 
 use serde::Deserialize;
@@ -16,13 +16,13 @@ use time::OffsetDateTime;
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
 
-use super::html::{Escaped, Html, escape, html};
 use super::page_events::events_table;
 use crate::core::scale::Action;
 use crate::fleet::pool_decision::PoolDecision;
 use crate::fleet::view::{
     FleetTotals, FleetView, HISTORY_MS, PoolView, WorkerGroup, WorkerSignals,
 };
+use crate::markup::{Escaped, Html, escape, html};
 
 /// Seconds between automatic reloads of the page.
 const REFRESH_SECONDS: u32 = 30;
