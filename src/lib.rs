@@ -7,6 +7,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod catalog;
+pub mod chart;
 pub mod config;
 pub mod core;
 pub mod field_error;
