@@ -14,7 +14,6 @@ pub mod extract;
 pub mod fleet;
 mod gpu_names;
 pub mod health;
-pub mod html;
 pub mod idempotency;
 pub mod keda;
 pub mod keys;

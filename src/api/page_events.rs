@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
-use super::html::{Html, escape, html};
 use super::page::{scalar, tidy};
 use crate::fleet::view::EventOut;
+use crate::markup::{Html, escape, html};
 
 /// Longest value shown inline; the full detail is in the JSON API.
 const DETAIL_CHARS: usize = 120;

@@ -3,8 +3,8 @@
 //!
 //! Three panels share one time axis (workers, jobs queued, cumulative dollars), one line per
 //! policy in the same colour in every panel, with the legend in a strip of its own above them
-//! so it never hides a line. Only plotters' SVG backend is used: it writes `<text>` elements
-//! and leaves fonts to whatever shows the file, so no font files are needed to draw.
+//! so it never hides a line. This file decides what to draw; [`crate::chart`], the renderer
+//! the fleet page uses too, draws it.
 //!
 //! Two things keep it readable whatever the policies do. When some policies cost many times
 //! what the others do (a fixed on-demand fleet beside autoscaled ones), the costly ones get
@@ -12,12 +12,7 @@
 //! lines are drawn widest first, each narrower than the one before, so two policies that did
 //! exactly the same show as a line inside a wider one rather than one hiding the other.
 
-use std::ops::Range;
-
-use plotters::coord::Shift;
-use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
-
+use crate::chart::{Axis, Chart, LegendEntry, Panel, Series, Shape, Stroke, Tick, nice_ticks};
 use crate::core::sim::report::Timeline;
 
 /// Why a chart could not be drawn.
@@ -49,50 +44,24 @@ pub enum ChartError {
         min_width: u32,
         min_height: u32,
     },
-    /// The drawing library failed; with an in-memory SVG this is a bug rather than an input.
-    #[error("drawing the chart: {0}")]
-    Draw(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Values are cut to this. plotters' tick search loops forever on a range whose width overflows
-/// to infinity, and a point far outside the range overflows its `i32` pixel arithmetic (a
-/// panic in debug builds), so the range must be finite and hold every point.
+/// Values are cut to this, so that a range's width (twice it) stays finite.
 const LARGEST_Y: f64 = 1e300;
 
-/// The largest side accepted. plotters' pixel coordinates are `i32`, so a side near `u32::MAX`
-/// would wrap; no screen needs more than this, and it bounds what a request can ask for.
+/// The largest side accepted: no screen needs more, and it bounds what a request can ask for.
 pub const MAX_SIDE: u32 = 10_000;
 
 const MIN_WIDTH: u32 = 320;
-/// Below this a panel has no room for its tick labels between the axis description and data.
-const MIN_PANEL_HEIGHT: u32 = 120;
+/// Below this a panel's plotting area has no room for its tick labels.
+const MIN_PLOT_HEIGHT: f64 = 70.0;
 
-const FONT: &str = "sans-serif";
-const TITLE_SIZE: u32 = 26;
-const LABEL_SIZE: u32 = 15;
-const LEGEND_SIZE: u32 = 16;
-const LEGEND_ROW: u32 = 24;
-const LEGEND_SWATCH: i32 = 24;
-const MARGIN: u32 = 10;
-/// Same for every panel so their plotting areas line up under each other.
-const Y_LABEL_AREA: u32 = 70;
-const X_LABEL_AREA: u32 = 24;
-/// The bottom panel also carries the x axis description.
-const X_LABEL_AREA_BOTTOM: u32 = 44;
-/// At least what `DrawingArea::titled` takes off the top with the rough text metrics plotters
-/// uses when built without its `ttf` feature.
-const TITLE_BAND: u32 = TITLE_SIZE + 10;
+const FONT_SIZE: f64 = 15.0;
 
 /// Okabe–Ito's colour-blind-safe set, black left out since axes are black. Past seven policies
 /// the colours repeat; the legend order still tells them apart.
-const COLOURS: [RGBColor; 7] = [
-    RGBColor(0, 114, 178),
-    RGBColor(230, 159, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(86, 180, 233),
-    RGBColor(213, 94, 0),
-    RGBColor(240, 228, 66),
+const COLOURS: [&str; 7] = [
+    "#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442",
 ];
 
 /// A cost panel of its own for the policies above a gap of at least this ratio between one
@@ -136,37 +105,28 @@ pub fn render_svg(
     ) else {
         return Err(ChartError::NoData);
     };
-
-    let names: Vec<&str> = runs.iter().map(|(name, _)| *name).collect();
-    let legend_rows = legend_layout(&names, width.saturating_sub(2 * MARGIN + Y_LABEL_AREA)).1;
-    let legend_height = legend_rows
-        .saturating_mul(LEGEND_ROW)
-        .saturating_add(MARGIN);
-    let costly = costly_runs(runs);
-    let panels = if costly.is_some() { 4 } else { 3 };
-    let min_height = legend_height.saturating_add(TITLE_BAND + panels * MIN_PANEL_HEIGHT);
-    if width < MIN_WIDTH || height < min_height || width > MAX_SIDE || height > MAX_SIDE {
-        return Err(ChartError::BadSize {
-            width,
-            height,
-            policies: runs.len(),
-            min_width: MIN_WIDTH,
-            min_height,
-        });
+    let bad_size = |min_height: u32| ChartError::BadSize {
+        width,
+        height,
+        policies: runs.len(),
+        min_width: MIN_WIDTH,
+        min_height,
+    };
+    if !(MIN_WIDTH..=MAX_SIDE).contains(&width) || height > MAX_SIDE {
+        return Err(bad_size(0));
     }
-
-    let axis = TimeAxis::new(*first, *last);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        draw(&root, runs, &axis, legend_height, costly.as_deref())?;
-        root.present().map_err(draw_error)?;
+    let (mut chart, integral) = describe(runs, &TimeAxis::new(*first, *last), width, height);
+    let panels = chart.panels.len() as f64;
+    if chart.plot_height() < MIN_PLOT_HEIGHT {
+        let min_height = (chart.chrome_height() + panels * MIN_PLOT_HEIGHT).ceil();
+        return Err(bad_size(min_height.min(f64::from(u32::MAX)) as u32));
     }
-    Ok(svg)
-}
-
-fn draw_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> ChartError {
-    ChartError::Draw(Box::new(e))
+    // The number of y ticks depends on the room, which is known only now.
+    let room = chart.plot_height();
+    for (panel, integral) in chart.panels.iter_mut().zip(integral) {
+        panel.y.ticks = y_ticks(panel.y.lo, panel.y.hi, room, integral);
+    }
+    Ok(chart.render().into_string())
 }
 
 /// How points' epoch milliseconds become positions on the shared x axis.
@@ -248,224 +208,146 @@ fn line_width(i: usize, n: usize) -> u32 {
         .min(MAX_LINE_WIDTH)
 }
 
-fn draw(
-    root: &DrawingArea<SVGBackend<'_>, Shift>,
+fn stroke(i: usize, n: usize) -> Stroke {
+    Stroke {
+        colour: colour(i),
+        width: f64::from(line_width(i, n)),
+        dash: None,
+        class: None,
+    }
+}
+
+/// The chart without its y ticks, which wait for the layout to say how many fit, and for each
+/// panel whether it shows counts (whole-number ticks).
+fn describe(
     runs: &[(&str, &Timeline)],
     axis: &TimeAxis,
-    legend_height: u32,
-    costly: Option<&[bool]>,
-) -> Result<(), ChartError> {
-    root.fill(&WHITE).map_err(draw_error)?;
-    let body = root
-        .titled("trainscaler simulate", (FONT, TITLE_SIZE))
-        .map_err(draw_error)?;
-    let (legend, panels) = body.split_vertically(legend_height);
-    draw_legend(&legend, runs)?;
-
-    let panels = panels.split_evenly((if costly.is_some() { 4 } else { 3 }, 1));
-    let series = |value: &dyn Fn(&Timeline, usize) -> f64| -> Vec<Vec<(f64, f64)>> {
+    width: u32,
+    height: u32,
+) -> (Chart, Vec<bool>) {
+    let n = runs.len();
+    let lines = |value: &dyn Fn(&Timeline, usize) -> f64| -> Vec<Series> {
         runs.iter()
-            .map(|(_, t)| {
-                (0..t.at_ms.len())
+            .enumerate()
+            .map(|(k, (_, t))| Series {
+                points: (0..t.at_ms.len())
                     .map(|i| (axis.x(t.at_ms[i]), value(t, i)))
                     // A NaN or infinite cost is a bug upstream; leaving the point out keeps it
                     // from flattening the other policies' lines against the axis.
                     .filter(|(_, y)| y.is_finite())
                     .map(|(x, y)| (x, y.clamp(-LARGEST_Y, LARGEST_Y)))
-                    .collect()
+                    .collect(),
+                shape: Shape::Line,
+                stroke: stroke(k, n),
             })
             .collect()
     };
-    let mut specs = vec![
-        Panel {
-            y_desc: "workers",
-            integral: true,
-            lines: series(&|t, i| f64::from(t.workers[i])),
-        },
-        Panel {
-            y_desc: "jobs queued",
-            integral: true,
-            lines: series(&|t, i| f64::from(t.queued[i])),
-        },
+    let mut panels = vec![
+        panel("workers", true, lines(&|t, i| f64::from(t.workers[i]))),
+        panel("jobs queued", true, lines(&|t, i| f64::from(t.queued[i]))),
     ];
-    let cost = series(&|t, i| t.cost[i]);
-    match costly {
-        None => specs.push(Panel {
-            y_desc: "cost ($)",
-            integral: false,
-            lines: cost,
-        }),
+    let cost = lines(&|t, i| t.cost[i]);
+    match costly_runs(runs) {
+        None => panels.push(panel("cost ($)", false, cost)),
         Some(costly) => {
-            // Each panel keeps every run's slot (so colours and widths stay), empty where the
-            // run belongs to the other panel.
-            let pick = |want: bool| -> Vec<Vec<(f64, f64)>> {
-                cost.iter()
-                    .zip(costly)
-                    .map(|(line, &c)| if c == want { line.clone() } else { Vec::new() })
-                    .collect()
-            };
-            specs.push(Panel {
-                y_desc: "cost ($)",
-                integral: false,
-                lines: pick(false),
-            });
-            specs.push(Panel {
-                y_desc: "cost ($), costliest",
-                integral: false,
-                lines: pick(true),
-            });
+            let (dear, cheap): (Vec<_>, Vec<_>) =
+                cost.into_iter().zip(costly).partition(|(_, c)| *c);
+            let strip = |v: Vec<(Series, bool)>| v.into_iter().map(|(s, _)| s).collect();
+            panels.push(panel("cost ($)", false, strip(cheap)));
+            panels.push(panel("cost ($), costliest", false, strip(dear)));
         }
     }
-    let last = specs.len() - 1;
-    for (i, (area, spec)) in panels.iter().zip(&specs).enumerate() {
-        draw_panel(area, spec, axis, i == last)?;
-    }
-    Ok(())
+    // As many x ticks as fit without their labels touching, at most 10.
+    let x_ticks = ((f64::from(width) - 140.0) / 70.0).clamp(2.0, 10.0) as usize;
+    let integral = panels.iter().map(|(_, i)| *i).collect();
+    let panels = panels.into_iter().map(|(p, _)| p).collect();
+    let chart = Chart {
+        width,
+        height,
+        font_size: FONT_SIZE,
+        title: "trainscaler simulate".to_owned(),
+        show_title: true,
+        description: Some(format!(
+            "Workers, jobs queued and cumulative cost over time of {n} policies."
+        )),
+        id: None,
+        background: Some("#ffffff"),
+        legend: runs
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| LegendEntry {
+                label: (*name).to_owned(),
+                stroke: stroke(i, n),
+            })
+            .collect(),
+        x: Axis {
+            lo: 0.0,
+            hi: axis.end,
+            ticks: nice_ticks(0.0, axis.end, x_ticks - 1, false)
+                .into_iter()
+                .map(tick)
+                .collect(),
+            label: axis.desc.to_owned(),
+        },
+        panels,
+    };
+    (chart, integral)
 }
 
-struct Panel {
-    y_desc: &'static str,
-    /// Counts get whole-number ticks; plotters would otherwise label 0.5 workers.
-    integral: bool,
-    /// One line per run, in run order, so the index picks the colour.
-    lines: Vec<Vec<(f64, f64)>>,
-}
-
-fn draw_panel(
-    area: &DrawingArea<SVGBackend<'_>, Shift>,
-    panel: &Panel,
-    axis: &TimeAxis,
-    bottom: bool,
-) -> Result<(), ChartError> {
-    let (lo, hi) = panel
-        .lines
+fn panel(label: &str, integral: bool, series: Vec<Series>) -> (Panel, bool) {
+    let (lo, hi) = series
         .iter()
-        .flatten()
+        .flat_map(|s| &s.points)
         .fold((0.0f64, 0.0f64), |(lo, hi), &(_, y)| (lo.min(y), hi.max(y)));
-    let y_range = padded(lo, hi, panel.integral);
-    let mut chart = ChartBuilder::on(area)
-        .margin(MARGIN)
-        .x_label_area_size(if bottom {
-            X_LABEL_AREA_BOTTOM
-        } else {
-            X_LABEL_AREA
-        })
-        .y_label_area_size(Y_LABEL_AREA)
-        .build_cartesian_2d(0.0..axis.end, y_range.clone())
-        .map_err(draw_error)?;
+    let (lo, hi) = padded(lo, hi, integral);
+    let panel = Panel {
+        y: Axis {
+            lo,
+            hi,
+            ticks: Vec::new(),
+            label: label.to_owned(),
+        },
+        series,
+    };
+    (panel, integral)
+}
 
-    // As many ticks as fit without their labels touching, at most 10 across and 6 up.
-    let (plot_w, plot_h) = chart.plotting_area().dim_in_pixel();
-    let x_labels = (plot_w / 70).clamp(2, 10) as usize;
-    let mut y_labels = (plot_h / 28).clamp(2, 6) as usize;
-    if panel.integral {
-        // Ticks at least one apart: plotters picks the finest 1-2-5 step that fits the count.
-        y_labels = y_labels.min((y_range.end - y_range.start).round().clamp(1.0, 5.0) as usize + 1);
+/// As many ticks as fit `room` pixels, at most 6; counts at least one apart.
+fn y_ticks(lo: f64, hi: f64, room: f64, integral: bool) -> Vec<Tick> {
+    let mut count = (room / 28.0).clamp(2.0, 6.0) as usize;
+    if integral {
+        count = count.min((hi - lo).round().clamp(1.0, 5.0) as usize + 1);
     }
-    let tick = |v: &f64| short_number(*v);
-    let mut mesh = chart.configure_mesh();
-    mesh.x_labels(x_labels)
-        .y_labels(y_labels)
-        .x_label_formatter(&tick)
-        .y_label_formatter(&tick)
-        .label_style((FONT, LABEL_SIZE))
-        .axis_desc_style((FONT, LABEL_SIZE + 1))
-        .light_line_style(WHITE.mix(0.0))
-        .bold_line_style(BLACK.mix(0.1))
-        .y_desc(panel.y_desc);
-    if bottom {
-        mesh.x_desc(axis.desc);
-    }
-    mesh.draw().map_err(draw_error)?;
+    nice_ticks(lo, hi, count.saturating_sub(1).max(1), integral)
+        .into_iter()
+        .map(tick)
+        .collect()
+}
 
-    let n = panel.lines.len();
-    for (i, line) in panel.lines.iter().enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        let style = colour(i).stroke_width(line_width(i, n));
-        let mut series = LineSeries::new(line.iter().copied(), style);
-        if line.len() == 1 {
-            // A line through one point draws nothing; a dot at least shows the value.
-            series = series.point_size(3);
-        }
-        chart.draw_series(series).map_err(draw_error)?;
+fn tick(at: f64) -> Tick {
+    Tick {
+        at,
+        label: short_number(at),
     }
-    Ok(())
 }
 
 /// The y range: from zero (or the lowest value, if something went below it) to a little over
 /// the highest, so the top line isn't drawn on the frame.
-fn padded(lo: f64, hi: f64, integral: bool) -> Range<f64> {
+fn padded(lo: f64, hi: f64, integral: bool) -> (f64, f64) {
     let span = hi - lo;
     if span <= 0.0 {
-        return lo..lo + 1.0;
+        return (lo, lo + 1.0);
     }
     let top = hi + span * 0.05;
-    if integral { lo..top.ceil() } else { lo..top }
+    if integral {
+        (lo, top.ceil())
+    } else {
+        (lo, top)
+    }
 }
 
-fn colour(i: usize) -> RGBColor {
+fn colour(i: usize) -> &'static str {
     COLOURS[i % COLOURS.len()]
-}
-
-/// Policy names left to right, wrapping to a new row when the next one would pass `width`:
-/// each entry's x offset and row, and the number of rows.
-fn legend_layout(names: &[&str], width: u32) -> (Vec<(i32, u32)>, u32) {
-    let mut at = Vec::with_capacity(names.len());
-    let (mut x, mut row) = (0u32, 0u32);
-    for name in names {
-        let w = legend_entry_width(name);
-        if x > 0 && x + w > width {
-            (x, row) = (0, row + 1);
-        }
-        at.push((x as i32, row));
-        x += w;
-    }
-    let rows = if names.is_empty() { 0 } else { row + 1 };
-    (at, rows)
-}
-
-/// Swatch, gap, text and trailing space. The SVG backend can't measure text, so its width is
-/// a guess: half the font size a character, a little over what sans-serif fonts take once
-/// plotters has scaled the size down by 1.24. Names are cut at 40 characters.
-fn legend_entry_width(name: &str) -> u32 {
-    let chars = name.chars().count().min(LEGEND_NAME_CHARS) as u32;
-    LEGEND_SWATCH as u32 + 6 + chars * LEGEND_SIZE / 2 + 20
-}
-
-const LEGEND_NAME_CHARS: usize = 40;
-
-fn draw_legend(
-    area: &DrawingArea<SVGBackend<'_>, Shift>,
-    runs: &[(&str, &Timeline)],
-) -> Result<(), ChartError> {
-    let names: Vec<&str> = runs.iter().map(|(name, _)| *name).collect();
-    let (width, _) = area.dim_in_pixel();
-    let left = (MARGIN + Y_LABEL_AREA) as i32;
-    let (at, _) = legend_layout(&names, width.saturating_sub(2 * MARGIN + Y_LABEL_AREA));
-    let text =
-        TextStyle::from((FONT, LEGEND_SIZE).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
-    for (i, (name, (x, row))) in names.iter().zip(at).enumerate() {
-        let x = left + x;
-        let y = (row * LEGEND_ROW + LEGEND_ROW / 2) as i32;
-        area.draw(&PathElement::new(
-            vec![(x, y), (x + LEGEND_SWATCH, y)],
-            colour(i).stroke_width(line_width(i, names.len()).max(3)),
-        ))
-        .map_err(draw_error)?;
-        let shown: String = if name.chars().count() > LEGEND_NAME_CHARS {
-            name.chars()
-                .take(LEGEND_NAME_CHARS - 1)
-                .chain(['…'])
-                .collect()
-        } else {
-            (*name).to_string()
-        };
-        area.draw(&Text::new(shown, (x + LEGEND_SWATCH + 6, y), text.clone()))
-            .map_err(draw_error)?;
-    }
-    Ok(())
 }
 
 /// A tick label without the trailing zeros of `{:.2}`, and with a k or M past a thousand so a
@@ -487,9 +369,7 @@ fn short_number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quick_xml::Reader;
-    use quick_xml::escape::resolve_predefined_entity;
-    use quick_xml::events::{BytesStart, Event};
+    use crate::chart::svg_doc::SvgDoc;
 
     const DAY: i64 = 86_400_000;
 
@@ -511,75 +391,8 @@ mod tests {
         }
     }
 
-    struct Doc {
-        /// Element name and its `stroke` attribute (empty when it has none), in document order.
-        elements: Vec<(String, String)>,
-        /// Text content, a line per closed element, entities resolved.
-        text: String,
-    }
-
-    impl Doc {
-        /// Lines in a policy's colour: series and legend swatches, not the black axes and
-        /// tick marks plotters also draws as polylines.
-        fn coloured_lines(&self) -> usize {
-            self.elements
-                .iter()
-                .filter(|(name, stroke)| {
-                    matches!(name.as_str(), "polyline" | "path") && stroke != "#000000"
-                })
-                .count()
-        }
-
-        fn stroked_with(&self, c: RGBColor) -> usize {
-            let want = format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
-            self.elements.iter().filter(|(_, s)| *s == want).count()
-        }
-    }
-
-    /// Parses the whole document, failing on any malformed or mismatched tag.
-    fn parse(svg: &str) -> Doc {
-        let mut reader = Reader::from_str(svg);
-        let (mut elements, mut text) = (Vec::new(), String::new());
-        let mut depth = 0i32;
-        let element = |e: &BytesStart| {
-            let stroke = e
-                .try_get_attribute("stroke")
-                .expect("attributes parse")
-                .map(|a| String::from_utf8_lossy(&a.value).into_owned())
-                .unwrap_or_default();
-            (
-                String::from_utf8_lossy(e.name().as_ref()).into_owned(),
-                stroke,
-            )
-        };
-        loop {
-            match reader.read_event() {
-                Ok(Event::Start(e)) => {
-                    depth += 1;
-                    elements.push(element(&e));
-                }
-                Ok(Event::Empty(e)) => elements.push(element(&e)),
-                Ok(Event::End(_)) => {
-                    depth -= 1;
-                    text.push('\n');
-                }
-                Ok(Event::Text(t)) => text.push_str(&t.decode().expect("text decodes")),
-                // quick-xml hands `&amp;` and friends over as their own events.
-                Ok(Event::GeneralRef(r)) => {
-                    let name = r.decode().expect("reference decodes");
-                    match resolve_predefined_entity(&name) {
-                        Some(s) => text.push_str(s),
-                        None => panic!("unknown entity &{name}; in\n{svg}"),
-                    }
-                }
-                Ok(Event::Eof) => break,
-                Ok(_) => {}
-                Err(e) => panic!("malformed SVG at {}: {e}\n{svg}", reader.buffer_position()),
-            }
-        }
-        assert_eq!(depth, 0, "unclosed elements");
-        assert_eq!(elements.first().map(|(n, _)| n.as_str()), Some("svg"));
-        Doc { elements, text }
+    fn parse(svg: &str) -> SvgDoc {
+        SvgDoc::parse(svg)
     }
 
     #[test]
@@ -598,7 +411,8 @@ mod tests {
         );
         let svg =
             render_svg(&[("reactive", &a), ("spot & <cheap>", &b)], 900, 700).expect("chart draws");
-        let Doc { text, .. } = parse(&svg);
+        assert!(!svg.contains("<cheap>"), "the name is escaped");
+        let doc = parse(&svg);
         for want in [
             "trainscaler simulate",
             "reactive",
@@ -609,17 +423,32 @@ mod tests {
             // 2.25 days: the day unit.
             "days since first point",
         ] {
-            assert!(
-                text.contains(want),
-                "{want:?} missing from the chart text:\n{text}"
-            );
+            assert!(doc.has_text(want), "{want:?} missing: {:?}", doc.texts());
         }
-        assert!(!text.contains("hours since"));
+        assert!(!doc.texts().iter().any(|t| t.contains("hours since")));
         // Same colour in all three panels and the legend: four strokes each.
-        let doc = parse(&svg);
         assert_eq!(doc.stroked_with(colour(0)), 4, "{svg}");
         assert_eq!(doc.stroked_with(colour(1)), 4, "{svg}");
-        assert_eq!(doc.coloured_lines(), 8);
+        // A line per policy a panel, a vertex per timeline point.
+        let series = doc.series();
+        assert_eq!(series.len(), 6);
+        assert!(series.iter().all(|s| s.points().len() == 10));
+        // y ticks (the labels right-aligned to the axis) are whole workers and jobs, up past
+        // the peak of 5 workers; the x ticks are in days.
+        let y_labels: Vec<&str> = doc
+            .named("text")
+            .filter(|t| t.attr("text-anchor") == "end")
+            .map(|t| t.text.as_str())
+            .collect();
+        assert!(
+            y_labels.contains(&"6") && y_labels.iter().all(|l| !l.contains('.')),
+            "{y_labels:?}"
+        );
+        assert!(
+            doc.has_text("0.5") && doc.has_text("2"),
+            "{:?}",
+            doc.texts()
+        );
     }
 
     #[test]
@@ -639,13 +468,17 @@ mod tests {
             let svg = render_svg(&refs, 800, 600).expect("chart draws");
             let doc = parse(&svg);
             assert!(
-                doc.text.contains("hours since first point"),
+                doc.has_text("hours since first point"),
                 "3 hours span: hours"
             );
-            doc.coloured_lines()
+            let swatches = doc
+                .named("line")
+                .filter(|l| l.attr("class") != "grid")
+                .count();
+            (doc.series().len(), swatches)
         };
-        let counts: Vec<usize> = (1..=4).map(lines).collect();
-        assert_eq!(counts, vec![4, 8, 12, 16]);
+        let counts: Vec<(usize, usize)> = (1..=4).map(lines).collect();
+        assert_eq!(counts, vec![(3, 1), (6, 2), (9, 3), (12, 4)]);
     }
 
     #[test]
@@ -664,10 +497,12 @@ mod tests {
         let empty = Timeline::default();
         let svg = render_svg(&[("full", &full), ("empty", &empty)], 800, 600).expect("chart draws");
         let doc = parse(&svg);
-        assert!(doc.text.contains("full") && doc.text.contains("empty"));
-        // Three panel lines and two legend swatches.
-        assert_eq!(doc.coloured_lines(), 5);
-        assert_eq!(doc.stroked_with(colour(1)), 1);
+        assert!(doc.has_text("full") && doc.has_text("empty"));
+        // Its lines are there with no points, in its colour, beside its legend swatch. Having
+        // cost nothing, it leaves the full one a cost panel of its own.
+        let points: Vec<usize> = doc.series().iter().map(|s| s.points().len()).collect();
+        assert_eq!(points, vec![3, 0, 3, 0, 0, 3]);
+        assert_eq!(doc.stroked_with(colour(1)), 4);
     }
 
     #[test]
@@ -715,10 +550,16 @@ mod tests {
             ] {
                 match render_svg(runs, w, h) {
                     Ok(svg) => {
+                        assert!(!svg.contains("NaN") && !svg.contains("inf"));
                         parse(&svg);
                         drawn += 1;
                     }
-                    Err(ChartError::BadSize { .. }) => {}
+                    Err(ChartError::BadSize { min_height, .. }) => {
+                        // What the error asks for is enough, when the width is.
+                        if (MIN_WIDTH..=MAX_SIDE).contains(&w) && min_height <= MAX_SIDE {
+                            render_svg(runs, w, min_height).expect("the size asked for");
+                        }
+                    }
                     Err(e) => panic!("{w}x{h}: {e}"),
                 }
             }
@@ -727,8 +568,12 @@ mod tests {
         }
         let doc = parse(&render_svg(&[("one point", &single)], 800, 600).expect("drawn"));
         // One dot a panel stands in for the line.
-        let dots = doc.elements.iter().filter(|(n, _)| n == "circle").count();
-        assert_eq!(dots, 3);
+        assert_eq!(doc.named("circle").count(), 3);
+        assert!(doc.series().iter().all(|s| s.points().len() == 1));
+        // The non-finite costs are left out, the rest kept.
+        let doc = parse(&render_svg(&[("extremes", &extremes)], 800, 600).expect("drawn"));
+        let points: Vec<usize> = doc.series().iter().map(|s| s.points().len()).collect();
+        assert_eq!(points, vec![3, 3, 1]);
     }
 
     #[test]
@@ -744,18 +589,23 @@ mod tests {
         assert_eq!(costly_runs(&runs), Some(vec![false, true, false]));
         let svg = render_svg(&runs, 900, 800).expect("chart draws");
         let doc = parse(&svg);
-        assert!(doc.text.contains("cost ($), costliest"), "{}", doc.text);
+        assert!(doc.has_text("cost ($), costliest"), "{:?}", doc.texts());
         // Each policy: workers, queue, its one cost panel and the legend.
         for i in 0..3 {
             assert_eq!(doc.stroked_with(colour(i)), 4, "policy {i}");
         }
+        // The last panel holds the dear policy's line only.
+        let panels = doc.named("g").filter(|g| g.attr("class") == "panel");
+        assert_eq!(panels.count(), 4);
+        assert_eq!(doc.series().last().unwrap().attr("stroke"), colour(1));
         // Costs within a factor of five share one panel.
         let close = [("a", &cheap), ("b", &also_cheap)];
         assert_eq!(costly_runs(&close), None);
         assert!(
             !parse(&render_svg(&close, 900, 700).unwrap())
-                .text
-                .contains("costliest")
+                .texts()
+                .iter()
+                .any(|t| t.contains("costliest"))
         );
     }
 
@@ -769,8 +619,12 @@ mod tests {
         assert_eq!(line_width(0, 1), LINE_WIDTH);
         let same = timeline(0, 3_600_000, &[1, 2, 2, 1], 1.0);
         let svg = render_svg(&[("first", &same), ("second", &same)], 800, 600).unwrap();
-        assert!(svg.contains("stroke-width=\"4\""), "the first is wider");
-        assert!(svg.contains("stroke-width=\"2\""), "the second is narrower");
+        let doc = parse(&svg);
+        let widths: Vec<&str> = doc.series()[..2]
+            .iter()
+            .map(|s| s.attr("stroke-width"))
+            .collect();
+        assert_eq!(widths, vec!["4", "2"], "the first is wider and drawn first");
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! Markup by type for the fleet page. [`Html`] is markup this program wrote itself; anything
-//! else reaches a page only through [`escape`], whose [`Escaped`] writes its text with `&`,
-//! `<`, `>`, `"` and `'` replaced. The [`html!`](crate::api::html::html) macro formats into
-//! `Html` and accepts only arguments that are [`Markup`] (`Html`, `Escaped` and numbers), so
-//! putting a pool name or a cloud's message into the page unescaped does not compile.
+//! Markup by type, for the fleet page and the SVG charts (SVG is XML, which needs the same
+//! escaping). Outside `api` so the simulator's chart can use it without depending on HTTP.
+//! [`Html`] is markup this program wrote itself; anything else reaches a page only through
+//! [`escape`], whose [`Escaped`] writes its text with `&`, `<`, `>`, `"` and `'` replaced. The
+//! [`html!`](crate::markup::html) macro formats into `Html` and accepts only arguments that
+//! are [`Markup`] (`Html`, `Escaped` and numbers), so putting a pool name or a cloud's message
+//! into the page unescaped does not compile.
 //!
 //! Its format string must be a literal: it is passed through `concat!`, which makes `format!`
 //! refuse inline captures such as `{name}`, the one way an unchecked argument could slip in.
@@ -142,8 +144,8 @@ pub fn markup<T: Markup + ?Sized>(part: &T) -> &T {
 /// `format!` into [`Html`], with every argument [`Markup`] and no inline captures.
 macro_rules! html {
     ($fmt:literal $(, $arg:expr)* $(,)?) => {
-        $crate::api::html::Html::from_checked_format(
-            format!(concat!($fmt) $(, $crate::api::html::markup(&$arg))*)
+        $crate::markup::Html::from_checked_format(
+            format!(concat!($fmt) $(, $crate::markup::markup(&$arg))*)
         )
     };
 }
