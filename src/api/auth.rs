@@ -2,7 +2,6 @@
 //! that checks the bearer key (or a webhook's signature, or a Pub/Sub push token) against it,
 //! per-key rate limits on ingestion, and the security scheme in the OpenAPI document.
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -11,20 +10,16 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota};
 
 use super::error::ApiError;
 use super::extract::read_limited;
 use crate::app::AppState;
-use crate::auth::google_oidc::{PushAuth, PushAuthError, PushAuthSettings, looks_like_jwt};
+use crate::auth::Auth;
+use crate::auth::gate::BudgetRefusal;
+use crate::auth::google_oidc::{PushAuth, PushAuthError, looks_like_jwt};
 use crate::auth::scope::{Scope, Scopes};
 use crate::auth::verifier::{KeyVerifier, Principal, VerifyError};
-use crate::auth::webhook_signature::{
-    SIGNATURE_HEADER, SOURCE_HEADER, TIMESTAMP_HEADER, WebhookSecrets,
-};
-use crate::config::ServeConfig;
-use crate::store::Store;
+use crate::auth::webhook_signature::{SIGNATURE_HEADER, SOURCE_HEADER, TIMESTAMP_HEADER};
 
 /// What a route asks of its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,142 +55,20 @@ pub fn access(method: &Method, route: &str, metrics_public: bool) -> Access {
     })
 }
 
-/// Everything the middleware needs, built once at start.
-#[derive(Debug)]
-pub struct Auth {
-    /// `None` when the server runs with `--insecure-no-auth`.
-    verifier: Option<KeyVerifier>,
-    webhooks: WebhookSecrets,
-    /// Google-signed Pub/Sub push tokens, accepted on [`PUBSUB_ROUTE`] when configured.
-    pubsub: Option<PushAuth>,
-    metrics_public: bool,
-    limiter: Option<DefaultKeyedRateLimiter<String>>,
-    /// Samples per key, beside requests: one request may carry a great many.
-    sample_limiter: Option<(DefaultKeyedRateLimiter<String>, NonZeroU32)>,
-    /// SNS envelopes authenticate themselves on `/v1/webhooks/sns`.
-    sns: crate::ingest::sns::SnsVerifier,
-}
-
-impl Auth {
-    pub fn new(store: &Store, serve: &ServeConfig) -> anyhow::Result<Self> {
-        let verifier = if serve.insecure_no_auth {
-            None
-        } else {
-            Some(KeyVerifier::new(
-                store.clone(),
-                std::time::Duration::from_secs(serve.auth_outage_grace_sec),
-            )?)
-        };
-        let webhooks =
-            WebhookSecrets::parse(&serve.webhook_secrets, serve.webhook_replay_window_sec)
-                .map_err(|e| anyhow::anyhow!("TRAINSCALER_WEBHOOK_SECRETS: {e}"))?;
-        let pubsub = match (&serve.pubsub_audience, &serve.pubsub_service_account) {
-            (Some(audience), Some(service_account)) => Some(
-                PushAuth::new(PushAuthSettings {
-                    audience: audience.clone(),
-                    service_account: service_account.clone(),
-                    jwks_url: serve.pubsub_jwks_url.clone(),
-                })
-                .map_err(|e| anyhow::anyhow!("TRAINSCALER_PUBSUB_AUDIENCE: {e}"))?,
-            ),
-            (None, None) => None,
-            _ => anyhow::bail!(
-                "TRAINSCALER_PUBSUB_AUDIENCE and TRAINSCALER_PUBSUB_SERVICE_ACCOUNT go together"
-            ),
-        };
-        let limiter = NonZeroU32::new(serve.ingest_rate_per_sec).map(|rate| {
-            let burst = NonZeroU32::new(serve.ingest_burst).unwrap_or(rate);
-            DefaultKeyedRateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
-        });
-        let sample_limiter = NonZeroU32::new(serve.ingest_samples_per_sec).map(|rate| {
-            (
-                DefaultKeyedRateLimiter::keyed(Quota::per_second(rate)),
-                rate,
-            )
-        });
-        let sns = crate::ingest::sns::SnsVerifier::new(crate::ingest::sns::SnsSettings {
-            topics: serve
-                .sns_topic_arns
-                .iter()
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-                .collect(),
-            trusted_url_prefix: serve.sns_trusted_url_prefix.clone(),
-        })?;
-        Ok(Self {
-            verifier,
-            webhooks,
-            pubsub,
-            metrics_public: serve.metrics_public,
-            limiter,
-            sample_limiter,
-            sns,
-        })
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.verifier.is_some()
-    }
-
-    /// The SNS envelope checker of `/v1/webhooks/sns`.
-    pub fn sns(&self) -> &crate::ingest::sns::SnsVerifier {
-        &self.sns
-    }
-
-    /// Argon2 verifications of legacy keys run so far (0 with authentication off).
-    pub fn slow_checks(&self) -> u64 {
-        self.verifier.as_ref().map_or(0, KeyVerifier::slow_checks)
-    }
-
-    /// Requests let through from memory during a database outage (0 with authentication off).
-    pub fn outage_hits(&self) -> u64 {
-        self.verifier.as_ref().map_or(0, KeyVerifier::outage_hits)
-    }
-
-    /// Drops a revoked key from this replica's cache.
-    pub fn forget(&self, id: &str) {
-        if let Some(v) = &self.verifier {
-            v.forget(id);
-        }
-    }
-
-    fn check_rate(&self, principal: &Principal) -> Result<(), ApiError> {
-        let Some(limiter) = &self.limiter else {
-            return Ok(());
-        };
-        limiter.check_key(&principal.name).map_err(|not_until| {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            ApiError::rate_limited(wait.as_secs_f64().ceil().max(1.0) as u64)
-        })
-    }
-}
-
-impl Auth {
-    /// Takes `n` samples from the caller's sample budget, or answers 429 (with when to retry)
-    /// or, for more than a second's worth in one request, 413 naming the limit.
-    pub fn check_samples(&self, principal: Option<&Principal>, n: usize) -> Result<(), ApiError> {
-        let (Some((limiter, rate)), Some(principal)) = (&self.sample_limiter, principal) else {
-            return Ok(());
-        };
-        let Some(n) = u32::try_from(n).ok().and_then(NonZeroU32::new) else {
-            return Ok(());
-        };
-        match limiter.check_key_n(&principal.name, n) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(not_until)) => {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                Err(ApiError::rate_limited(
-                    wait.as_secs_f64().ceil().max(1.0) as u64
-                ))
+impl From<BudgetRefusal> for ApiError {
+    fn from(refusal: BudgetRefusal) -> Self {
+        match refusal {
+            BudgetRefusal::RateLimited { retry_after_secs } => {
+                ApiError::rate_limited(retry_after_secs)
             }
-            Err(_) => Err(ApiError::too_many(
+            BudgetRefusal::TooManySamples { samples, per_sec } => ApiError::too_many(
                 "samples",
                 format!(
-                    "the request holds {n} samples; this key may store at most {rate} per \
-                     second (TRAINSCALER_INGEST_SAMPLES_PER_SEC): send smaller batches"
+                    "the request holds {samples} samples; this key may store at most {per_sec} \
+                     per second (TRAINSCALER_INGEST_SAMPLES_PER_SEC): send smaller batches"
                 ),
-                rate.get() as usize,
-            )),
+                per_sec as usize,
+            ),
         }
     }
 }

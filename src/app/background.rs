@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use crate::api::auth::Auth;
+use crate::auth::Auth;
 use crate::store::{Heard, KEYS_CHANNEL, LISTENER_CHECK, PgStore, Store};
 use crate::timefmt::now_ms;
 

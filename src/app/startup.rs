@@ -10,7 +10,7 @@ use tokio::sync::broadcast;
 
 use super::background::{follow_activity, prune_idempotency_keys, prune_samples};
 use super::state::{AppState, IngestBodyLimits};
-use crate::api::auth::Auth;
+use crate::auth::Auth;
 use crate::catalog::bundled::BUNDLED;
 use crate::catalog::gpu_facts::{BUNDLED_GPUS_CSV, parse_gpu_facts};
 use crate::catalog::skypilot;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use crate::api::auth::Auth;
+use crate::auth::Auth;
 use crate::ingest::remote_write::LabelMapping;
 use crate::metrics::Metrics;
 use crate::provider::status::StatusBoard;
