@@ -3,7 +3,7 @@
 //! and activity of each series into `signal_latest`, which decisions read. Ingestion never
 //! touches the pool's row, so it never waits for a decision.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::backend::{Backend, Tx, decode_error};
 use super::stmt::Stmt;
@@ -118,21 +118,7 @@ pub(super) async fn ingest<B: Backend>(
     // The key before any write: a duplicate waits here, not halfway through.
     idempotency::begin_once::<B, _>(&mut tx, &once).await?;
     // Pools first: a batch naming an unknown pool stores nothing.
-    let mut policies: BTreeMap<&str, Policy> = BTreeMap::new();
-    for (index, s) in samples.iter().enumerate() {
-        if policies.contains_key(s.pool.as_str()) {
-            continue;
-        }
-        let find = Stmt::new("SELECT policy FROM pools WHERE name = $1").bind(&s.pool);
-        let Some((json,)) = B::fetch_optional::<(String,)>(&mut tx, find).await? else {
-            return Err(StoreError::UnknownPool {
-                index,
-                pool: s.pool.clone(),
-            });
-        };
-        let policy = serde_json::from_str(&json).map_err(decode_error)?;
-        policies.insert(s.pool.as_str(), policy);
-    }
+    let policies = policies_of::<B>(&mut tx, samples).await?;
     let samples = by_worker_ids::<B>(&mut tx, samples).await?;
     // One lock order for every writer (sorted keys), so concurrent batches that overlap
     // cannot deadlock.
@@ -185,12 +171,16 @@ async fn by_worker_ids<B: Backend>(
     tx: &mut Tx<B>,
     samples: &[NewSample],
 ) -> StoreResult<Vec<NewSample>> {
-    let mut names: BTreeMap<&str, WorkerNames> = BTreeMap::new();
-    for s in samples.iter().filter(|s| !s.worker.is_empty()) {
-        if !names.contains_key(s.pool.as_str()) {
-            names.insert(&s.pool, WorkerNames::load::<B>(tx, &s.pool).await?);
-        }
-    }
+    let pools: BTreeSet<&str> = samples
+        .iter()
+        .filter(|s| !s.worker.is_empty())
+        .map(|s| s.pool.as_str())
+        .collect();
+    let names = if pools.is_empty() {
+        BTreeMap::new()
+    } else {
+        WorkerNames::load_many::<B>(tx, &pools.into_iter().collect::<Vec<_>>()).await?
+    };
     Ok(samples
         .iter()
         .map(|s| {
@@ -206,6 +196,39 @@ async fn by_worker_ids<B: Backend>(
             }
         })
         .collect())
+}
+
+/// The policy of every pool `samples` name, in one statement; the first sample naming a pool
+/// that does not exist is the error.
+async fn policies_of<'s, B: Backend>(
+    tx: &mut Tx<B>,
+    samples: &'s [NewSample],
+) -> StoreResult<BTreeMap<&'s str, Policy>> {
+    let names: BTreeSet<&str> = samples.iter().map(|s| s.pool.as_str()).collect();
+    let mut policies: BTreeMap<&str, Policy> = BTreeMap::new();
+    if names.is_empty() {
+        return Ok(policies);
+    }
+    let mut find = Stmt::new("SELECT name, policy FROM pools WHERE name IN ");
+    find.push_list(names.iter().copied());
+    let rows: Vec<(String, String)> = B::fetch_all(tx, find).await?;
+    let mut found: BTreeMap<String, String> = rows.into_iter().collect();
+    for name in names {
+        if let Some(json) = found.remove(name) {
+            policies.insert(name, serde_json::from_str(&json).map_err(decode_error)?);
+        }
+    }
+    if let Some((index, s)) = samples
+        .iter()
+        .enumerate()
+        .find(|(_, s)| !policies.contains_key(s.pool.as_str()))
+    {
+        return Err(StoreError::UnknownPool {
+            index,
+            pool: s.pool.clone(),
+        });
+    }
+    Ok(policies)
 }
 
 /// The newest sample per series of `sorted` (sorted by series), and when each series last

@@ -134,6 +134,21 @@ impl<'q> Stmt<'q> {
         self
     }
 
+    /// Appends `(..)` with a placeholder per value: the list of an `IN`.
+    pub fn push_list<V: Into<Arg<'q>>>(
+        &mut self,
+        values: impl IntoIterator<Item = V>,
+    ) -> &mut Self {
+        self.push("(");
+        for (i, value) in values.into_iter().enumerate() {
+            if i > 0 {
+                self.push(", ");
+            }
+            self.push_bind(value);
+        }
+        self.push(")")
+    }
+
     /// Appends `VALUES (..), (..)` with one tuple per item, whose values `tuple` binds.
     pub fn push_values<T>(
         &mut self,

@@ -18,6 +18,7 @@ pub(super) struct WorkerNames {
 }
 
 impl WorkerNames {
+    #[cfg(test)]
     pub fn new(
         ids: impl IntoIterator<Item = String>,
         aliases: impl IntoIterator<Item = (String, String)>,
@@ -28,19 +29,31 @@ impl WorkerNames {
         }
     }
 
-    /// Reads the names of `pool`'s workers.
-    pub async fn load<B: Backend>(conn: &mut Conn<B>, pool: &str) -> StoreResult<Self> {
-        let ids: Vec<(String,)> = B::fetch_all(
-            conn,
-            Stmt::new("SELECT id FROM workers WHERE pool = $1").bind(pool),
-        )
-        .await?;
-        let aliases: Vec<(String, String)> = B::fetch_all(
-            conn,
-            Stmt::new("SELECT alias, worker FROM worker_aliases WHERE pool = $1").bind(pool),
-        )
-        .await?;
-        Ok(Self::new(ids.into_iter().map(|(id,)| id), aliases))
+    /// Reads the names of the workers of each of `pools` (distinct, at least one), in two
+    /// statements however many pools a batch names.
+    pub async fn load_many<B: Backend>(
+        conn: &mut Conn<B>,
+        pools: &[&str],
+    ) -> StoreResult<BTreeMap<String, Self>> {
+        let mut ids = Stmt::new("SELECT pool, id FROM workers WHERE pool IN ");
+        ids.push_list(pools.iter().copied());
+        let ids: Vec<(String, String)> = B::fetch_all(conn, ids).await?;
+        let mut aliases =
+            Stmt::new("SELECT pool, alias, worker FROM worker_aliases WHERE pool IN ");
+        aliases.push_list(pools.iter().copied());
+        let aliases: Vec<(String, String, String)> = B::fetch_all(conn, aliases).await?;
+        let mut by_pool: BTreeMap<String, Self> = BTreeMap::new();
+        for (pool, id) in ids {
+            by_pool.entry(pool).or_default().ids.insert(id);
+        }
+        for (pool, alias, worker) in aliases {
+            by_pool
+                .entry(pool)
+                .or_default()
+                .aliases
+                .insert(alias, worker);
+        }
+        Ok(by_pool)
     }
 
     /// The id of the worker `name` names: a worker id as it is, else the worker with that
