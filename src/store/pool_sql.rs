@@ -2,7 +2,7 @@
 //! Samples are in `signal_sql.rs`, cloud notices in `notice_sql.rs` and the decision
 //! transaction in `decision_sql.rs`.
 
-use super::backend::{Backend, Tx, encode_error, exists};
+use super::backend::{Backend, Tx, encode_error, exists, fetch_all_as};
 use super::pool_rows::{
     EventRecord, POOL_COLUMNS, PoolListRecord, PoolRecord, WORKER_COLUMNS, WorkerRecord,
 };
@@ -86,11 +86,7 @@ pub(super) async fn put_pool<B: Backend>(
 
 pub(super) async fn pools<B: Backend>(db: &B) -> StoreResult<Vec<PoolRow>> {
     let all = Stmt::new(format!("SELECT {POOL_COLUMNS} FROM pools ORDER BY name"));
-    let rows: Vec<PoolRecord> = B::fetch_all(&mut *db.conn().await?, all).await?;
-    Ok(rows
-        .into_iter()
-        .map(PoolRow::try_from)
-        .collect::<Result<_, _>>()?)
+    fetch_all_as::<B, PoolRecord, _>(&mut *db.conn().await?, all).await
 }
 
 /// Every pool with how many live workers it has, in one statement.
@@ -334,11 +330,7 @@ pub(super) async fn workers<B: Backend>(
     ))
     .bind(pool)
     .bind(stopped_since_ms);
-    let rows: Vec<WorkerRecord> = B::fetch_all(&mut *db.conn().await?, stmt).await?;
-    Ok(rows
-        .into_iter()
-        .map(Worker::try_from)
-        .collect::<Result<_, _>>()?)
+    fetch_all_as::<B, WorkerRecord, _>(&mut *db.conn().await?, stmt).await
 }
 
 /// A page of a pool's events, newest first.
@@ -363,11 +355,7 @@ pub(super) async fn events<B: Backend>(
     }
     q.push(" ORDER BY at_ms DESC, id DESC LIMIT ")
         .push_bind(i64::try_from(page.limit).unwrap_or(i64::MAX));
-    let rows: Vec<EventRecord> = B::fetch_all(&mut *db.conn().await?, q).await?;
-    Ok(rows
-        .into_iter()
-        .map(EventRow::try_from)
-        .collect::<Result<_, _>>()?)
+    fetch_all_as::<B, EventRecord, _>(&mut *db.conn().await?, q).await
 }
 
 /// The aliases of `pool`'s workers, as (worker id, alias), sorted by both.
