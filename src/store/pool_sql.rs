@@ -127,6 +127,19 @@ pub(super) async fn delete_pool<B: Backend>(db: &B, name: &str) -> StoreResult<b
     Ok(n > 0)
 }
 
+/// `sql` with a worker's row bound as `$1`..`$7`: pool, id, instance type, market, zone,
+/// start, and `now_ms` as the time of the update.
+fn worker_row<'q>(sql: &'q str, pool: &'q str, w: &'q NewWorker, now_ms: i64) -> Stmt<'q> {
+    Stmt::new(sql)
+        .bind(pool)
+        .bind(&w.id)
+        .bind(&w.instance_type)
+        .bind(w.market.as_str())
+        .bind(&w.zone)
+        .bind(w.started_at_ms)
+        .bind(now_ms)
+}
+
 /// Registers or updates a worker; `None` when the pool does not exist, else whether the
 /// worker is new. Re-registering a stopped worker brings it back.
 pub(super) async fn put_worker<B: Backend>(
@@ -139,33 +152,25 @@ pub(super) async fn put_worker<B: Backend>(
     if !pool_exists::<B>(&mut tx, pool).await? {
         return Ok(None);
     }
-    let update = Stmt::new(
+    let update = worker_row(
         "UPDATE workers SET instance_type = $3, market = $4, zone = $5, started_at_ms = $6,
              stopped_at_ms = NULL, warning_kind = NULL, warning_at_ms = NULL,
              warning_action_at_ms = NULL, updated_at_ms = $7
          WHERE pool = $1 AND id = $2",
-    )
-    .bind(pool)
-    .bind(&w.id)
-    .bind(&w.instance_type)
-    .bind(w.market.as_str())
-    .bind(&w.zone)
-    .bind(w.started_at_ms)
-    .bind(now_ms);
+        pool,
+        w,
+        now_ms,
+    );
     let updated = B::execute(&mut tx, update).await?;
     if updated == 0 {
-        let insert = Stmt::new(
+        let insert = worker_row(
             "INSERT INTO workers
                  (pool, id, instance_type, market, zone, started_at_ms, updated_at_ms)
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(pool)
-        .bind(&w.id)
-        .bind(&w.instance_type)
-        .bind(w.market.as_str())
-        .bind(&w.zone)
-        .bind(w.started_at_ms)
-        .bind(now_ms);
+            pool,
+            w,
+            now_ms,
+        );
         B::execute(&mut tx, insert).await?;
     }
     replace_aliases::<B>(&mut tx, pool, &w.id, &w.aliases).await?;
@@ -226,7 +231,7 @@ pub(super) async fn sync_workers<B: Backend>(
                 break 'row;
             }
             // A stopped row with this id is an instance seen again: it lives on.
-            let insert = Stmt::new(
+            let insert = worker_row(
                 "INSERT INTO workers
                  (pool, id, instance_type, market, zone, started_at_ms, updated_at_ms)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -235,14 +240,10 @@ pub(super) async fn sync_workers<B: Backend>(
                  started_at_ms = excluded.started_at_ms, stopped_at_ms = NULL,
                  warning_kind = NULL, warning_at_ms = NULL, warning_action_at_ms = NULL,
                  checkpoint_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
-            )
-            .bind(pool)
-            .bind(&w.id)
-            .bind(&w.instance_type)
-            .bind(w.market.as_str())
-            .bind(&w.zone)
-            .bind(w.started_at_ms)
-            .bind(now_ms);
+                pool,
+                w,
+                now_ms,
+            );
             B::execute(&mut tx, insert).await?;
             report.added += 1;
         }
