@@ -377,31 +377,17 @@ mod tests {
     }
 
     fn p3(id: i64, instance_type: &str, gpus: f64, price: f64) -> Offering {
-        use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey};
-        use crate::core::money::Micros;
-        Offering {
-            id,
-            key: OfferingKey {
-                provider: "aws".into(),
-                region: "us-east-1".into(),
-                zone: String::new(),
-                instance_type: instance_type.into(),
-            },
-            spec: InstanceSpec {
-                gpu: "V100".into(),
-                gpu_count: gpus,
-                gpu_memory_gib: 16.0,
-                vcpus: 8.0 * gpus,
-                memory_gib: 61.0 * gpus,
-                network_gbps: Some(10.0),
-                interconnect: Interconnect::None,
-                local_nvme_gb: Some(0.0),
-                arch: "x86_64".into(),
-            },
-            on_demand: Micros::from_dollars(price).ok(),
-            spot: None,
-            price_observed_at_ms: None,
-        }
+        use crate::core::catalog::Interconnect;
+        use crate::core::test_support::p4d;
+        p4d()
+            .id(id)
+            .instance_type(instance_type)
+            .gpus("V100", gpus, 16.0)
+            .host(8.0 * gpus, 61.0 * gpus)
+            .fabric(Interconnect::None, Some(10.0))
+            .local_nvme_gb(Some(0.0))
+            .prices(Some(price), None)
+            .build()
     }
 
     fn sized(

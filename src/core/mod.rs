@@ -21,4 +21,6 @@ pub mod shape;
 pub mod sim;
 pub mod spot;
 pub mod terms;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod timestamp;

@@ -107,7 +107,8 @@ impl CatalogSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey, ProviderEntry};
+    use crate::core::catalog::{Interconnect, ProviderEntry};
+    use crate::core::test_support::p4d;
 
     fn offering(
         id: i64,
@@ -117,33 +118,22 @@ mod tests {
         od: Option<f64>,
         spot: Option<f64>,
     ) -> Offering {
-        Offering {
-            id,
-            key: OfferingKey {
-                provider: provider.into(),
-                region: "r1".into(),
-                zone: String::new(),
-                instance_type: format!("t{id}"),
-            },
-            spec: InstanceSpec {
-                gpu: gpu.into(),
-                gpu_count: count,
-                gpu_memory_gib: match gpu {
-                    "A100-80GB" => 80.0,
-                    "T4" => 16.0,
-                    _ => 40.0,
-                },
-                vcpus: 8.0,
-                memory_gib: 64.0,
-                network_gbps: None,
-                interconnect: Interconnect::None,
-                local_nvme_gb: Some(0.0),
-                arch: "x86_64".into(),
-            },
-            on_demand: od.map(|d| Micros::from_dollars(d).unwrap()),
-            spot: spot.map(|d| Micros::from_dollars(d).unwrap()),
-            price_observed_at_ms: Some(0),
-        }
+        let gpu_memory_gib = match gpu {
+            "A100-80GB" => 80.0,
+            "T4" => 16.0,
+            _ => 40.0,
+        };
+        p4d()
+            .id(id)
+            .at(provider, "r1")
+            .instance_type(&format!("t{id}"))
+            .gpus(gpu, count, gpu_memory_gib)
+            .host(8.0, 64.0)
+            .fabric(Interconnect::None, None)
+            .local_nvme_gb(Some(0.0))
+            .prices(od, spot)
+            .observed_at_ms(0)
+            .build()
     }
 
     fn snapshot() -> CatalogSnapshot {

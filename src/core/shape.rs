@@ -66,32 +66,15 @@ impl Shapes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey};
+    use crate::core::test_support::p4d;
 
     fn offering(instance_type: &str, region: &str, gpu_memory_gib: f64) -> Offering {
-        Offering {
-            id: 0,
-            key: OfferingKey {
-                provider: "aws".into(),
-                region: region.into(),
-                zone: String::new(),
-                instance_type: instance_type.into(),
-            },
-            spec: InstanceSpec {
-                gpu: "A100".into(),
-                gpu_count: 8.0,
-                gpu_memory_gib,
-                vcpus: 96.0,
-                memory_gib: 1152.0,
-                network_gbps: Some(400.0),
-                interconnect: Interconnect::Efa,
-                local_nvme_gb: None,
-                arch: "x86_64".into(),
-            },
-            on_demand: None,
-            spot: None,
-            price_observed_at_ms: None,
-        }
+        p4d()
+            .id(0)
+            .at("aws", region)
+            .instance_type(instance_type)
+            .gpus("A100", 8.0, gpu_memory_gib)
+            .build()
     }
 
     #[test]

@@ -112,15 +112,7 @@ fn event_for(
     workers: &[crate::core::scale::Worker],
     now_ms: i64,
 ) -> NewEvent {
-    let base = NewEvent {
-        kind: "",
-        at_ms: now_ms,
-        worker: None,
-        instance_type: None,
-        zone: None,
-        detail: json!({}),
-        dedupe_key: None,
-    };
+    let base = NewEvent::pool("", now_ms, json!({}));
     match e {
         DecisionEvent::Scaled { from, to } => NewEvent {
             kind: "scaled",

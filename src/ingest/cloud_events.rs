@@ -148,6 +148,12 @@ fn instance_id<'v>(
     id
 }
 
+/// Where `name` is in the event at `at` (`[2].detail.instance-id`), or just `name` when
+/// the body is one event.
+fn field_path(at: &str, name: &str) -> String {
+    format!("{at}{}{name}", if at.is_empty() { "" } else { "." })
+}
+
 fn eventbridge(
     i: usize,
     at: &str,
@@ -156,7 +162,7 @@ fn eventbridge(
     out: &mut Parsed,
     errors: &mut Vec<NoticeError>,
 ) {
-    let field = |name: &str| format!("{at}{}{name}", if at.is_empty() { "" } else { "." });
+    let field = |name: &str| field_path(at, name);
     let Some(detail_type) = event.get("detail-type").and_then(Value::as_str) else {
         errors.push(NoticeError {
             field: field("detail-type"),
@@ -193,22 +199,23 @@ fn eventbridge(
     out.notices.push((
         i,
         CloudNotice {
-            kind,
-            pool: None,
-            worker: Some(instance.to_string()),
-            instance_type: None,
-            zone: None,
-            at_ms,
             action_at_ms: (kind == INTERRUPTION_WARNING).then_some(at_ms + AWS_SPOT_NOTICE_MS),
-            id: event.get("id").and_then(Value::as_str).map(str::to_string),
+            id: event_id(event),
             detail: json!({
                 "source": "eventbridge",
                 "detail_type": detail_type,
                 "region": event.get("region"),
                 "instance_action": event.get("detail").and_then(|d| d.get("instance-action")),
             }),
+            ..CloudNotice::about_worker(kind, instance, at_ms)
         },
     ));
+}
+
+/// The sender's id of an event (EventBridge's and Alibaba's `id`), so a re-sent one is
+/// logged once.
+fn event_id(event: &Value) -> Option<String> {
+    event.get("id").and_then(Value::as_str).map(str::to_string)
 }
 
 /// Alibaba's notification time: `20190409T121826.922+0800`.
@@ -232,7 +239,7 @@ fn alibaba(
     out: &mut Parsed,
     errors: &mut Vec<NoticeError>,
 ) {
-    let field = |name: &str| format!("{at}{}{name}", if at.is_empty() { "" } else { "." });
+    let field = |name: &str| field_path(at, name);
     let Some(name) = event.get("name").and_then(Value::as_str) else {
         errors.push(NoticeError {
             field: field("name"),
@@ -264,20 +271,15 @@ fn alibaba(
     out.notices.push((
         i,
         CloudNotice {
-            kind: INTERRUPTION_WARNING,
-            pool: None,
-            worker: Some(instance.to_string()),
-            instance_type: None,
-            zone: None,
-            at_ms,
             action_at_ms: Some(at_ms + ALIBABA_PREEMPTIBLE_NOTICE_MS),
-            id: event.get("id").and_then(Value::as_str).map(str::to_string),
+            id: event_id(event),
             detail: json!({
                 "source": "alibaba",
                 "name": name,
                 "region": event.get("regionId"),
                 "action": event.get("content").and_then(|c| c.get("action")),
             }),
+            ..CloudNotice::about_worker(INTERRUPTION_WARNING, instance, at_ms)
         },
     ));
 }

@@ -104,12 +104,7 @@ pub fn push(body: &Value, now_ms: i64, out: &mut Parsed, errors: &mut Vec<Notice
     out.notices.push((
         0,
         CloudNotice {
-            kind: INTERRUPTION_WARNING,
-            pool: None,
-            worker: Some(instance.to_string()),
-            instance_type: None,
             zone: Some(zone.to_string()),
-            at_ms,
             action_at_ms: Some(at_ms + GCP_PREEMPTION_NOTICE_MS),
             id,
             detail: json!({
@@ -119,6 +114,7 @@ pub fn push(body: &Value, now_ms: i64, out: &mut Parsed, errors: &mut Vec<Notice
                 "instance_id": labels.get("instance_id"),
                 "project": labels.get("project_id"),
             }),
+            ..CloudNotice::about_worker(INTERRUPTION_WARNING, instance, at_ms)
         },
     ));
 }

@@ -94,20 +94,19 @@ pub async fn reconcile_pool(
             // Logged once per distinct plan, however often the same plan repeats.
             let text = serde_json::to_string(&steps).unwrap_or_default();
             let event = NewEvent {
-                kind: "reconcile_planned",
-                at_ms: now,
-                worker: None,
-                instance_type: None,
-                zone: None,
-                detail: json!({
+                dedupe_key: Some(format!("planned:{}:{text}", capacity.desired)),
+                ..NewEvent::pool(
+                    "reconcile_planned",
+                    now,
+                    json!({
                     "provider": provider.name(),
                     "group": group.group,
                     "steps": steps,
                     "actual_desired": capacity.desired,
                     "decided_desired": decision.decision.desired,
-                    "replica": cx.replica,
-                }),
-                dedupe_key: Some(format!("planned:{}:{text}", capacity.desired)),
+                        "replica": cx.replica,
+                    }),
+                )
             };
             cx.store.append_events(&pool.name, &[event], now).await?;
             return Ok(PassOutcome::Observed);
@@ -226,20 +225,20 @@ async fn record_step(
         _ => (None, None),
     };
     let event = NewEvent {
-        kind: "reconcile_step",
-        at_ms: now,
-        worker: None,
         instance_type,
         zone,
-        detail: json!({
+        ..NewEvent::pool(
+            "reconcile_step",
+            now,
+            json!({
             "provider": provider.name(),
             "group": group.group,
             "step": step,
             "outcome": outcome,
             "error": error,
-            "replica": cx.replica,
-        }),
-        dedupe_key: None,
+                "replica": cx.replica,
+            }),
+        )
     };
     cx.store.append_events(&pool.name, &[event], now).await?;
     Ok(())
@@ -256,24 +255,23 @@ async fn failed(
 ) -> Result<PassOutcome, StoreError> {
     let now = (cx.now_ms)();
     let event = NewEvent {
-        kind: "reconcile_error",
-        at_ms: now,
-        worker: None,
-        instance_type: None,
-        zone: None,
-        detail: json!({
-            "provider": provider.name(),
-            "group": group.group,
-            "method": method,
-            "outcome": e.kind().as_str(),
-            "error": e.to_string(),
-            "replica": cx.replica,
-        }),
         dedupe_key: Some(format!(
             "reconcile_error:{method}:{}:{}",
             e.kind().as_str(),
             now / 600_000
         )),
+        ..NewEvent::pool(
+            "reconcile_error",
+            now,
+            json!({
+                "provider": provider.name(),
+                "group": group.group,
+                "method": method,
+                "outcome": e.kind().as_str(),
+                "error": e.to_string(),
+                "replica": cx.replica,
+            }),
+        )
     };
     cx.store.append_events(&pool.name, &[event], now).await?;
     Ok(PassOutcome::Failed(e.to_string()))

@@ -133,6 +133,21 @@ pub(super) trait Backend: Send + Sync + Sized {
     }
 }
 
+/// The rows `stmt` returns, each decoded as record `R` and converted to `T` (which parses
+/// what the database keeps as text or JSON; a value that does not parse is an error).
+pub(super) async fn fetch_all_as<B, R, T>(conn: &mut Conn<B>, stmt: Stmt<'_>) -> StoreResult<Vec<T>>
+where
+    B: Backend,
+    R: Decoded,
+    T: TryFrom<R, Error = sqlx::Error>,
+{
+    let rows: Vec<R> = B::fetch_all(conn, stmt).await?;
+    Ok(rows
+        .into_iter()
+        .map(T::try_from)
+        .collect::<Result<_, _>>()?)
+}
+
 /// Whether `stmt` (a `SELECT 1 ...`) finds a row.
 pub(super) async fn exists<B: Backend>(conn: &mut Conn<B>, stmt: Stmt<'_>) -> StoreResult<bool> {
     Ok(B::fetch_optional::<()>(conn, stmt).await?.is_some())

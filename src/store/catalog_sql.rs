@@ -4,7 +4,7 @@
 //! version, so that readers polling the version (or hearing the backend's announcement)
 //! reload.
 
-use super::backend::{Backend, Conn, Tx, exists};
+use super::backend::{Backend, Conn, Tx, exists, fetch_all_as};
 use super::catalog_rows::{
     BenchmarkRecord, GpuRecord, MeasurementRecord, OfferingRecord, PricePointRecord, ProviderRecord,
 };
@@ -349,9 +349,5 @@ pub(super) async fn price_history<B: Backend>(
         " ORDER BY p.observed_at_ms {order}, p.id {order} LIMIT "
     ))
     .push_bind(f.limit);
-    let rows: Vec<PricePointRecord> = B::fetch_all(&mut *db.conn().await?, q).await?;
-    Ok(rows
-        .into_iter()
-        .map(TryInto::try_into)
-        .collect::<Result<_, sqlx::Error>>()?)
+    fetch_all_as::<B, PricePointRecord, _>(&mut *db.conn().await?, q).await
 }

@@ -2,7 +2,7 @@
 //! of a key never reaches the store: only its hash.
 
 use super::StoreResult;
-use super::backend::{Backend, Tx, decode_error};
+use super::backend::{Backend, Tx, decode_error, fetch_all_as};
 use super::stmt::Stmt;
 use crate::auth::pools::PoolScope;
 use crate::auth::scope::Scopes;
@@ -135,11 +135,7 @@ pub(super) async fn keys<B: Backend>(db: &B) -> StoreResult<Vec<KeyRow>> {
     let all = Stmt::new(format!(
         "SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at_ms, id"
     ));
-    let rows: Vec<KeyRecord> = B::fetch_all(&mut *db.conn().await?, all).await?;
-    Ok(rows
-        .into_iter()
-        .map(KeyRow::try_from)
-        .collect::<Result<_, _>>()?)
+    fetch_all_as::<B, KeyRecord, _>(&mut *db.conn().await?, all).await
 }
 
 /// Revokes a key; `false` when there is no such key or it was already revoked. Other

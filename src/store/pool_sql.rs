@@ -2,7 +2,7 @@
 //! Samples are in `signal_sql.rs`, cloud notices in `notice_sql.rs` and the decision
 //! transaction in `decision_sql.rs`.
 
-use super::backend::{Backend, Tx, encode_error, exists};
+use super::backend::{Backend, Tx, encode_error, exists, fetch_all_as};
 use super::pool_rows::{
     EventRecord, POOL_COLUMNS, PoolListRecord, PoolRecord, WORKER_COLUMNS, WorkerRecord,
 };
@@ -86,11 +86,7 @@ pub(super) async fn put_pool<B: Backend>(
 
 pub(super) async fn pools<B: Backend>(db: &B) -> StoreResult<Vec<PoolRow>> {
     let all = Stmt::new(format!("SELECT {POOL_COLUMNS} FROM pools ORDER BY name"));
-    let rows: Vec<PoolRecord> = B::fetch_all(&mut *db.conn().await?, all).await?;
-    Ok(rows
-        .into_iter()
-        .map(PoolRow::try_from)
-        .collect::<Result<_, _>>()?)
+    fetch_all_as::<B, PoolRecord, _>(&mut *db.conn().await?, all).await
 }
 
 /// Every pool with how many live workers it has, in one statement.
@@ -131,6 +127,19 @@ pub(super) async fn delete_pool<B: Backend>(db: &B, name: &str) -> StoreResult<b
     Ok(n > 0)
 }
 
+/// `sql` with a worker's row bound as `$1`..`$7`: pool, id, instance type, market, zone,
+/// start, and `now_ms` as the time of the update.
+fn worker_row<'q>(sql: &'q str, pool: &'q str, w: &'q NewWorker, now_ms: i64) -> Stmt<'q> {
+    Stmt::new(sql)
+        .bind(pool)
+        .bind(&w.id)
+        .bind(&w.instance_type)
+        .bind(w.market.as_str())
+        .bind(&w.zone)
+        .bind(w.started_at_ms)
+        .bind(now_ms)
+}
+
 /// Registers or updates a worker; `None` when the pool does not exist, else whether the
 /// worker is new. Re-registering a stopped worker brings it back.
 pub(super) async fn put_worker<B: Backend>(
@@ -143,33 +152,25 @@ pub(super) async fn put_worker<B: Backend>(
     if !pool_exists::<B>(&mut tx, pool).await? {
         return Ok(None);
     }
-    let update = Stmt::new(
+    let update = worker_row(
         "UPDATE workers SET instance_type = $3, market = $4, zone = $5, started_at_ms = $6,
              stopped_at_ms = NULL, warning_kind = NULL, warning_at_ms = NULL,
              warning_action_at_ms = NULL, updated_at_ms = $7
          WHERE pool = $1 AND id = $2",
-    )
-    .bind(pool)
-    .bind(&w.id)
-    .bind(&w.instance_type)
-    .bind(w.market.as_str())
-    .bind(&w.zone)
-    .bind(w.started_at_ms)
-    .bind(now_ms);
+        pool,
+        w,
+        now_ms,
+    );
     let updated = B::execute(&mut tx, update).await?;
     if updated == 0 {
-        let insert = Stmt::new(
+        let insert = worker_row(
             "INSERT INTO workers
                  (pool, id, instance_type, market, zone, started_at_ms, updated_at_ms)
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(pool)
-        .bind(&w.id)
-        .bind(&w.instance_type)
-        .bind(w.market.as_str())
-        .bind(&w.zone)
-        .bind(w.started_at_ms)
-        .bind(now_ms);
+            pool,
+            w,
+            now_ms,
+        );
         B::execute(&mut tx, insert).await?;
     }
     replace_aliases::<B>(&mut tx, pool, &w.id, &w.aliases).await?;
@@ -230,7 +231,7 @@ pub(super) async fn sync_workers<B: Backend>(
                 break 'row;
             }
             // A stopped row with this id is an instance seen again: it lives on.
-            let insert = Stmt::new(
+            let insert = worker_row(
                 "INSERT INTO workers
                  (pool, id, instance_type, market, zone, started_at_ms, updated_at_ms)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -239,14 +240,10 @@ pub(super) async fn sync_workers<B: Backend>(
                  started_at_ms = excluded.started_at_ms, stopped_at_ms = NULL,
                  warning_kind = NULL, warning_at_ms = NULL, warning_action_at_ms = NULL,
                  checkpoint_at_ms = NULL, updated_at_ms = excluded.updated_at_ms",
-            )
-            .bind(pool)
-            .bind(&w.id)
-            .bind(&w.instance_type)
-            .bind(w.market.as_str())
-            .bind(&w.zone)
-            .bind(w.started_at_ms)
-            .bind(now_ms);
+                pool,
+                w,
+                now_ms,
+            );
             B::execute(&mut tx, insert).await?;
             report.added += 1;
         }
@@ -334,11 +331,7 @@ pub(super) async fn workers<B: Backend>(
     ))
     .bind(pool)
     .bind(stopped_since_ms);
-    let rows: Vec<WorkerRecord> = B::fetch_all(&mut *db.conn().await?, stmt).await?;
-    Ok(rows
-        .into_iter()
-        .map(Worker::try_from)
-        .collect::<Result<_, _>>()?)
+    fetch_all_as::<B, WorkerRecord, _>(&mut *db.conn().await?, stmt).await
 }
 
 /// A page of a pool's events, newest first.
@@ -363,11 +356,7 @@ pub(super) async fn events<B: Backend>(
     }
     q.push(" ORDER BY at_ms DESC, id DESC LIMIT ")
         .push_bind(i64::try_from(page.limit).unwrap_or(i64::MAX));
-    let rows: Vec<EventRecord> = B::fetch_all(&mut *db.conn().await?, q).await?;
-    Ok(rows
-        .into_iter()
-        .map(EventRow::try_from)
-        .collect::<Result<_, _>>()?)
+    fetch_all_as::<B, EventRecord, _>(&mut *db.conn().await?, q).await
 }
 
 /// The aliases of `pool`'s workers, as (worker id, alias), sorted by both.

@@ -100,6 +100,22 @@ pub struct NewEvent {
     pub dedupe_key: Option<String>,
 }
 
+impl NewEvent {
+    /// An event about the pool as a whole: no worker, instance type or zone, logged every
+    /// time. Events about more set those fields over it.
+    pub fn pool(kind: &'static str, at_ms: i64, detail: serde_json::Value) -> Self {
+        Self {
+            kind,
+            at_ms,
+            worker: None,
+            instance_type: None,
+            zone: None,
+            detail,
+            dedupe_key: None,
+        }
+    }
+}
+
 /// A logged event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventRow {
@@ -141,6 +157,24 @@ pub struct CloudNotice {
     /// The sender's event id, so a re-sent notice is logged once.
     pub id: Option<String>,
     pub detail: serde_json::Value,
+}
+
+impl CloudNotice {
+    /// A notice about one worker as a cloud's own event names it: no pool, instance type,
+    /// zone, deadline, id or detail. Notices that know more set those fields over it.
+    pub fn about_worker(kind: &'static str, worker: &str, at_ms: i64) -> Self {
+        Self {
+            kind,
+            pool: None,
+            worker: Some(worker.to_string()),
+            instance_type: None,
+            zone: None,
+            at_ms,
+            action_at_ms: None,
+            id: None,
+            detail: serde_json::Value::Null,
+        }
+    }
 }
 
 /// What happened to each notice of a batch.

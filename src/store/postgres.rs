@@ -5,12 +5,12 @@
 use std::sync::LazyLock;
 
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgArguments, PgListener, PgPoolOptions};
-use sqlx::{Arguments as _, PgPool, Postgres, Transaction};
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
 
 use super::backend::{Backend, Conn, Decoded, Tx};
 use super::signal_sql::{LatestRow, UPSERT_LATEST_TAIL};
-use super::stmt::{Arg, Stmt};
+use super::stmt::{Stmt, arguments};
 use super::{NewSample, StoreResult};
 
 /// The LISTEN/NOTIFY channel that announces catalog changes.
@@ -162,23 +162,6 @@ impl PgStore {
     }
 }
 
-/// Binds a statement's values for PostgreSQL, each as the Rust type it holds.
-fn arguments(args: Vec<Arg<'_>>) -> Result<PgArguments, sqlx::Error> {
-    let mut out = PgArguments::default();
-    for arg in args {
-        match arg {
-            Arg::Int(v) => out.add(v),
-            Arg::Int4(v) => out.add(v),
-            Arg::Real(v) => out.add(v),
-            Arg::Bool(v) => out.add(v),
-            Arg::Text(v) => out.add(v),
-            Arg::Bytes(v) => out.add(v),
-        }
-        .map_err(sqlx::Error::Encode)?;
-    }
-    Ok(out)
-}
-
 impl Backend for PgStore {
     type Db = Postgres;
 
@@ -188,13 +171,13 @@ impl Backend for PgStore {
 
     async fn execute(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<u64> {
         let (sql, args) = stmt.into_parts();
-        let query = sqlx::query_with(&sql, arguments(args)?);
+        let query = sqlx::query_with(&sql, arguments::<Postgres>(args)?);
         Ok(query.execute(conn).await?.rows_affected())
     }
 
     async fn fetch_all<T: Decoded>(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<Vec<T>> {
         let (sql, args) = stmt.into_parts();
-        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+        Ok(sqlx::query_as_with(&sql, arguments::<Postgres>(args)?)
             .fetch_all(conn)
             .await?)
     }
@@ -204,14 +187,14 @@ impl Backend for PgStore {
         stmt: Stmt<'_>,
     ) -> StoreResult<Option<T>> {
         let (sql, args) = stmt.into_parts();
-        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+        Ok(sqlx::query_as_with(&sql, arguments::<Postgres>(args)?)
             .fetch_optional(conn)
             .await?)
     }
 
     async fn fetch_one<T: Decoded>(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<T> {
         let (sql, args) = stmt.into_parts();
-        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+        Ok(sqlx::query_as_with(&sql, arguments::<Postgres>(args)?)
             .fetch_one(conn)
             .await?)
     }

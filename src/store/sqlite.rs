@@ -6,14 +6,12 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
-use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
-};
-use sqlx::{Arguments as _, Sqlite, SqlitePool};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool};
 
 use super::StoreResult;
 use super::backend::{Backend, Conn, Decoded, Tx};
-use super::stmt::{Arg, Stmt};
+use super::stmt::{Stmt, arguments};
 
 /// The decision read ([`Backend::read_pool_sql`]), aggregating with `json_group_array`.
 /// Inside `BEGIN IMMEDIATE` it already holds the one write lock, so it locks as it is.
@@ -97,23 +95,6 @@ fn create_owner_only(path: &std::path::Path) -> Result<(), sqlx::Error> {
     }
 }
 
-/// Binds a statement's values for SQLite.
-fn arguments(args: Vec<Arg<'_>>) -> Result<SqliteArguments<'_>, sqlx::Error> {
-    let mut out = SqliteArguments::default();
-    for arg in args {
-        match arg {
-            Arg::Int(v) => out.add(v),
-            Arg::Int4(v) => out.add(v),
-            Arg::Real(v) => out.add(v),
-            Arg::Bool(v) => out.add(v),
-            Arg::Text(v) => out.add(v),
-            Arg::Bytes(v) => out.add(v),
-        }
-        .map_err(sqlx::Error::Encode)?;
-    }
-    Ok(out)
-}
-
 /// One file and one process: `BEGIN IMMEDIATE` takes the only write lock there is, so the
 /// catalog and key locks come with it, and nobody else needs telling of a change (the API
 /// announces activity and forgets revoked keys itself; readers poll the catalog version).
@@ -127,13 +108,13 @@ impl Backend for SqliteStore {
 
     async fn execute(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<u64> {
         let (sql, args) = stmt.into_parts();
-        let query = sqlx::query_with(&sql, arguments(args)?);
+        let query = sqlx::query_with(&sql, arguments::<Sqlite>(args)?);
         Ok(query.execute(conn).await?.rows_affected())
     }
 
     async fn fetch_all<T: Decoded>(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<Vec<T>> {
         let (sql, args) = stmt.into_parts();
-        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+        Ok(sqlx::query_as_with(&sql, arguments::<Sqlite>(args)?)
             .fetch_all(conn)
             .await?)
     }
@@ -143,14 +124,14 @@ impl Backend for SqliteStore {
         stmt: Stmt<'_>,
     ) -> StoreResult<Option<T>> {
         let (sql, args) = stmt.into_parts();
-        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+        Ok(sqlx::query_as_with(&sql, arguments::<Sqlite>(args)?)
             .fetch_optional(conn)
             .await?)
     }
 
     async fn fetch_one<T: Decoded>(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<T> {
         let (sql, args) = stmt.into_parts();
-        Ok(sqlx::query_as_with(&sql, arguments(args)?)
+        Ok(sqlx::query_as_with(&sql, arguments::<Sqlite>(args)?)
             .fetch_one(conn)
             .await?)
     }

@@ -4,13 +4,16 @@
 //!
 //! Why not sqlx's `query(..).bind(..)` in the generic code: its bounds (every bound type
 //! encodes for the engine, the engine's connection is an executor) are not implied by a
-//! trait bound, so each generic function would have to restate them all. Binding these few
-//! value kinds in each backend keeps those bounds in one concrete function per engine.
+//! trait bound, so each generic function would have to restate them all. These few value
+//! kinds are bound by [`arguments`], which states those bounds once and is called with a
+//! concrete engine by each backend, where they are checked.
 //!
 //! [`Backend::execute`]: super::backend::Backend::execute
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
+
+use sqlx::{Arguments as _, Database, Encode, Type};
 
 /// A value for one placeholder. Each variant binds as the Rust type it holds, so PostgreSQL
 /// is told the same parameter types as when the value is bound directly with sqlx.
@@ -178,6 +181,33 @@ impl<'q> Stmt<'q> {
     pub fn into_parts(self) -> (Cow<'q, str>, Vec<Arg<'q>>) {
         (self.sql, self.args)
     }
+}
+
+/// Binds a statement's values for engine `DB`, each as the Rust type it holds. Called with a
+/// concrete engine by each backend, so the bounds below are checked there and nowhere else.
+pub(super) fn arguments<'q, DB>(args: Vec<Arg<'q>>) -> Result<DB::Arguments<'q>, sqlx::Error>
+where
+    DB: Database,
+    Option<i64>: Encode<'q, DB> + Type<DB>,
+    Option<i32>: Encode<'q, DB> + Type<DB>,
+    Option<f64>: Encode<'q, DB> + Type<DB>,
+    Option<bool>: Encode<'q, DB> + Type<DB>,
+    Option<Cow<'q, str>>: Encode<'q, DB> + Type<DB>,
+    Option<&'q [u8]>: Encode<'q, DB> + Type<DB>,
+{
+    let mut out = DB::Arguments::default();
+    for arg in args {
+        match arg {
+            Arg::Int(v) => out.add(v),
+            Arg::Int4(v) => out.add(v),
+            Arg::Real(v) => out.add(v),
+            Arg::Bool(v) => out.add(v),
+            Arg::Text(v) => out.add(v),
+            Arg::Bytes(v) => out.add(v),
+        }
+        .map_err(sqlx::Error::Encode)?;
+    }
+    Ok(out)
 }
 
 /// The values of one row of [`Stmt::push_values`].

@@ -79,33 +79,19 @@ pub(super) fn throughput_sources<'a, 'j>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey};
+    use crate::core::catalog::Interconnect;
     use crate::core::job::Precision;
+    use crate::core::test_support::p4d;
 
     fn offering(gpu_count: f64, local_nvme_gb: Option<f64>) -> Offering {
-        Offering {
-            id: 1,
-            key: OfferingKey {
-                provider: "azure".into(),
-                region: "eastus".into(),
-                zone: String::new(),
-                instance_type: "Standard_NC24ads_A100_v4".into(),
-            },
-            spec: InstanceSpec {
-                gpu: "A100-80GB".into(),
-                gpu_count,
-                gpu_memory_gib: 80.0,
-                vcpus: 24.0,
-                memory_gib: 220.0,
-                network_gbps: None,
-                interconnect: Interconnect::None,
-                local_nvme_gb,
-                arch: "x86_64".into(),
-            },
-            on_demand: None,
-            spot: None,
-            price_observed_at_ms: None,
-        }
+        p4d()
+            .at("azure", "eastus")
+            .instance_type("Standard_NC24ads_A100_v4")
+            .gpus("A100-80GB", gpu_count, 80.0)
+            .host(24.0, 220.0)
+            .fabric(Interconnect::None, None)
+            .local_nvme_gb(local_nvme_gb)
+            .build()
     }
 
     fn facts(bf16: bool) -> GpuFacts {

@@ -119,32 +119,10 @@ pub(super) fn cost_and_time(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey};
+    use crate::core::test_support::p4d;
 
     fn offering() -> Offering {
-        Offering {
-            id: 1,
-            key: OfferingKey {
-                provider: "aws".into(),
-                region: "us-east-1".into(),
-                zone: String::new(),
-                instance_type: "p4d.24xlarge".into(),
-            },
-            spec: InstanceSpec {
-                gpu: "A100".into(),
-                gpu_count: 8.0,
-                gpu_memory_gib: 40.0,
-                vcpus: 96.0,
-                memory_gib: 1152.0,
-                network_gbps: Some(400.0),
-                interconnect: Interconnect::Efa,
-                local_nvme_gb: None,
-                arch: "x86_64".into(),
-            },
-            on_demand: None,
-            spot: None,
-            price_observed_at_ms: None,
-        }
+        p4d().build()
     }
 
     #[test]

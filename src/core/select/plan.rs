@@ -196,8 +196,9 @@ impl<'a> ShapePlans<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::{CatalogSnapshot, InstanceSpec, OfferingKey};
+    use crate::core::catalog::CatalogSnapshot;
     use crate::core::job::{MemoryNeed, Work};
+    use crate::core::test_support::p4d;
 
     fn offering(
         id: i64,
@@ -207,29 +208,14 @@ mod tests {
         interconnect: Interconnect,
         network_gbps: Option<f64>,
     ) -> Offering {
-        Offering {
-            id,
-            key: OfferingKey {
-                provider: "aws".into(),
-                region: region.into(),
-                zone: String::new(),
-                instance_type: format!("{gpu}-{count}"),
-            },
-            spec: InstanceSpec {
-                gpu: gpu.into(),
-                gpu_count: count,
-                gpu_memory_gib: 40.0,
-                vcpus: 8.0,
-                memory_gib: 64.0,
-                network_gbps,
-                interconnect,
-                local_nvme_gb: None,
-                arch: "x86_64".into(),
-            },
-            on_demand: None,
-            spot: None,
-            price_observed_at_ms: None,
-        }
+        p4d()
+            .id(id)
+            .at("aws", region)
+            .instance_type(&format!("{gpu}-{count}"))
+            .gpus(gpu, count, 40.0)
+            .host(8.0, 64.0)
+            .fabric(interconnect, network_gbps)
+            .build()
     }
 
     fn fixed(gib_per_gpu: f64) -> Job {

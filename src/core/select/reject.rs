@@ -174,31 +174,20 @@ fn example_text(o: &Offering, e: &Example) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::{InstanceSpec, Interconnect, OfferingKey};
+    use crate::core::catalog::Interconnect;
+    use crate::core::test_support::p4d;
 
     fn catalog() -> CatalogSnapshot {
-        let offering = |id: i64, zone: &str| Offering {
-            id,
-            key: OfferingKey {
-                provider: "gcp".into(),
-                region: "us-central1".into(),
-                zone: zone.into(),
-                instance_type: "a2-highgpu-1g".into(),
-            },
-            spec: InstanceSpec {
-                gpu: "A100".into(),
-                gpu_count: 1.0,
-                gpu_memory_gib: 40.0,
-                vcpus: 12.0,
-                memory_gib: 85.0,
-                network_gbps: None,
-                interconnect: Interconnect::None,
-                local_nvme_gb: None,
-                arch: "x86_64".into(),
-            },
-            on_demand: None,
-            spot: None,
-            price_observed_at_ms: None,
+        let offering = |id: i64, zone: &str| {
+            p4d()
+                .id(id)
+                .at("gcp", "us-central1")
+                .zone(zone)
+                .instance_type("a2-highgpu-1g")
+                .gpus("A100", 1.0, 40.0)
+                .host(12.0, 85.0)
+                .fabric(Interconnect::None, None)
+                .build()
         };
         CatalogSnapshot::new(
             Vec::new(),

@@ -3,15 +3,13 @@
 //! facts, and the suggestions.
 
 use super::select;
-use crate::core::catalog::{
-    CatalogSnapshot, GpuFacts, InstanceSpec, Interconnect, Market, Offering, OfferingKey,
-};
+use crate::core::catalog::{CatalogSnapshot, GpuFacts, Interconnect, Market, Offering};
 use crate::core::decision::{RejectReason, ThroughputSource};
 use crate::core::job::{
     Job, MemoryNeed, Objective, Optimizer, Precision, Sharding, StateBytes, Work,
 };
-use crate::core::money::Micros;
 use crate::core::spot::SpotRisk;
+use crate::core::test_support::p4d;
 
 fn facts(name: &str, tflops: f64, fp32: f64, bandwidth: f64, link: f64, bf16: bool) -> GpuFacts {
     GpuFacts {
@@ -39,29 +37,16 @@ fn offering(
     on_demand: f64,
     spot: Option<f64>,
 ) -> Offering {
-    Offering {
-        id,
-        key: OfferingKey {
-            provider: provider.into(),
-            region: "r1".into(),
-            zone: String::new(),
-            instance_type: instance_type.into(),
-        },
-        spec: InstanceSpec {
-            gpu: gpu.into(),
-            gpu_count: count,
-            gpu_memory_gib: memory,
-            vcpus: 8.0,
-            memory_gib: 64.0,
-            network_gbps: (interconnect == Interconnect::Efa).then_some(400.0),
-            interconnect,
-            local_nvme_gb: None,
-            arch: "x86_64".into(),
-        },
-        on_demand: Micros::from_dollars(on_demand).ok(),
-        spot: spot.and_then(|s| Micros::from_dollars(s).ok()),
-        price_observed_at_ms: None,
-    }
+    let network_gbps = (interconnect == Interconnect::Efa).then_some(400.0);
+    p4d()
+        .id(id)
+        .at(provider, "r1")
+        .instance_type(instance_type)
+        .gpus(gpu, count, memory)
+        .host(8.0, 64.0)
+        .fabric(interconnect, network_gbps)
+        .prices(Some(on_demand), spot)
+        .build()
 }
 
 fn catalog() -> CatalogSnapshot {

@@ -173,7 +173,7 @@ pub(super) fn throughput<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::{InstanceSpec, OfferingKey};
+    use crate::core::test_support::p4d;
 
     fn a100() -> GpuFacts {
         GpuFacts {
@@ -190,29 +190,13 @@ mod tests {
     }
 
     fn offering() -> Offering {
-        Offering {
-            id: 1,
-            key: OfferingKey {
-                provider: "lambda".into(),
-                region: "us-east-1".into(),
-                zone: String::new(),
-                instance_type: "gpu_1x_a100".into(),
-            },
-            spec: InstanceSpec {
-                gpu: "A100".into(),
-                gpu_count: 1.0,
-                gpu_memory_gib: 40.0,
-                vcpus: 30.0,
-                memory_gib: 200.0,
-                network_gbps: None,
-                interconnect: Interconnect::None,
-                local_nvme_gb: None,
-                arch: "x86_64".into(),
-            },
-            on_demand: None,
-            spot: None,
-            price_observed_at_ms: None,
-        }
+        p4d()
+            .at("lambda", "us-east-1")
+            .instance_type("gpu_1x_a100")
+            .gpus("A100", 1.0, 40.0)
+            .host(30.0, 200.0)
+            .fabric(Interconnect::None, None)
+            .build()
     }
 
     #[test]

@@ -190,22 +190,10 @@ fn form_body(service: Service, action: &str, params: &[(String, String)]) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::aws::settings::{AwsCredentials, Secret};
-
-    fn settings() -> AwsSettings {
-        AwsSettings::new(
-            "eu-west-1",
-            AwsCredentials {
-                access_key_id: "AKID".into(),
-                secret_access_key: Secret::new("s"),
-                session_token: None,
-            },
-        )
-    }
 
     #[test]
     fn endpoints_are_regional_unless_overridden_per_service_or_for_all() {
-        let mut s = settings();
+        let mut s = AwsSettings::for_tests();
         assert_eq!(
             Service::Ec2.endpoint(&s, "eu-west-1"),
             "https://ec2.eu-west-1.amazonaws.com/"

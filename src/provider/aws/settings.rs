@@ -94,6 +94,19 @@ impl AwsSettings {
             _ => None,
         }
     }
+
+    /// Settings for unit tests: eu-west-1 with a fixed static key and no session token.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Self::new(
+            "eu-west-1",
+            AwsCredentials {
+                access_key_id: "AKID".into(),
+                secret_access_key: Secret::new("s"),
+                session_token: None,
+            },
+        )
+    }
 }
 
 #[cfg(test)]

@@ -248,40 +248,32 @@ pub fn classify(status: u16, body: &str, query_error: Option<&str>) -> ProviderE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::aws::settings::Secret;
-
-    fn settings() -> AwsSettings {
-        AwsSettings::new(
-            "eu-west-1",
-            AwsCredentials {
-                access_key_id: "AKID".into(),
-                secret_access_key: Secret::new("s"),
-                session_token: None,
-            },
-        )
-    }
 
     #[test]
     fn a_queue_url_names_its_endpoint_and_region_unless_overridden() {
         let q = Queue::new(
             "https://sqs.us-west-2.amazonaws.com/123456789012/spot-events",
-            &settings(),
+            &AwsSettings::for_tests(),
         )
         .unwrap();
         assert_eq!(q.endpoint.as_str(), "https://sqs.us-west-2.amazonaws.com/");
         assert_eq!(q.region(), "us-west-2");
         let legacy = Queue::new(
             "https://ap-south-1.queue.amazonaws.com/123456789012/q",
-            &settings(),
+            &AwsSettings::for_tests(),
         )
         .unwrap();
         assert_eq!(legacy.region(), "ap-south-1");
-        let local = Queue::new("http://127.0.0.1:5000/123456789012/q", &settings()).unwrap();
+        let local = Queue::new(
+            "http://127.0.0.1:5000/123456789012/q",
+            &AwsSettings::for_tests(),
+        )
+        .unwrap();
         assert_eq!(
             (local.region(), local.host.as_str()),
             ("eu-west-1", "127.0.0.1:5000")
         );
-        let mut s = settings();
+        let mut s = AwsSettings::for_tests();
         s.endpoint = Some("http://moto:5000".into());
         s.sqs_endpoint = Some("http://sqs.local:9324".into());
         let q = Queue::new("https://sqs.us-east-1.amazonaws.com/1/q", &s).unwrap();
@@ -297,7 +289,7 @@ mod tests {
             "https://sqs.us-east-1.amazonaws.com/q",
             "https://sqs.us-east-1.amazonaws.com/1/q/extra",
         ] {
-            assert!(Queue::new(bad, &settings()).is_err(), "{bad}");
+            assert!(Queue::new(bad, &AwsSettings::for_tests()).is_err(), "{bad}");
         }
     }
 
