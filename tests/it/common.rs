@@ -454,7 +454,7 @@ pub async fn post_head_only(
     extra_headers: &str,
     content_length: usize,
 ) -> (u16, String, serde_json::Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     let mut stream = tokio::net::TcpStream::connect(app.addr)
         .await
@@ -465,42 +465,51 @@ pub async fn post_head_only(
         app.addr
     );
     stream.write_all(head.as_bytes()).await.expect("write head");
+    let (status, content_type, body) = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        read_response(&mut stream),
+    )
+    .await
+    .expect("the server answered an oversized body within 10 s");
+    let body = serde_json::from_slice(&body).expect("JSON body");
+    (status, content_type, body)
+}
+
+/// Reads one HTTP/1.1 response with a Content-Length body from `stream`, leaving the
+/// connection open: its status, content type and body. Callers bound the wait.
+pub async fn read_response(stream: &mut tokio::net::TcpStream) -> (u16, String, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+
     let mut received = Vec::new();
     let mut buf = [0u8; 4096];
-    let read = async {
-        loop {
-            let n = stream.read(&mut buf).await.expect("read response");
-            assert!(n > 0, "connection closed before a full response");
-            received.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&received).to_string();
-            let Some(end) = text.find("\r\n\r\n") else {
-                continue;
-            };
-            let headers = text[..end].to_ascii_lowercase();
-            let header = |name: &str| {
-                headers
-                    .lines()
-                    .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
-            };
-            let length: usize = header("content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            if received.len() < end + 4 + length {
-                continue;
-            }
-            let status: u16 = headers
-                .split_whitespace()
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .expect("status");
-            let body =
-                serde_json::from_slice(&received[end + 4..end + 4 + length]).expect("JSON body");
-            return (status, header("content-type").unwrap_or_default(), body);
+    loop {
+        let n = stream.read(&mut buf).await.expect("read response");
+        assert!(n > 0, "connection closed before a full response");
+        received.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&received).to_string();
+        let Some(end) = text.find("\r\n\r\n") else {
+            continue;
+        };
+        let headers = text[..end].to_ascii_lowercase();
+        let header = |name: &str| {
+            headers
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+        };
+        let length: usize = header("content-length")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if received.len() < end + 4 + length {
+            continue;
         }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), read)
-        .await
-        .expect("the server answered an oversized body within 10 s")
+        let status: u16 = headers
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let body = received[end + 4..end + 4 + length].to_vec();
+        return (status, header("content-type").unwrap_or_default(), body);
+    }
 }
 
 /// Waits for `child` to end, at most `bound`, and then for `log` to have read all it wrote;
