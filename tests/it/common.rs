@@ -403,6 +403,51 @@ macro_rules! on_both_backends {
     };
 }
 
+/// A store opened (and migrated) on a fresh database of `backend`; keep the database as long
+/// as the store.
+pub async fn fresh_store(backend: Backend) -> (TestDb, trainscaler::store::Store) {
+    let db = TestDb::new(backend).await;
+    let store = trainscaler::app::open_store(&db.config())
+        .await
+        .expect("open store");
+    (db, store)
+}
+
+/// A complete policy for spot g5.xlarge workers in us-east-1, for tests that call the store
+/// directly (the API fills in defaults; the store takes whole policies).
+pub fn g5_spot_policy(max_workers: u32) -> trainscaler::core::policy::Policy {
+    serde_json::from_value(serde_json::json!({
+        "provider": "aws", "region": "us-east-1", "zones": [],
+        "instance_types": [{"instance_type": "g5.xlarge", "markets": ["spot"]}],
+        "gpus_per_worker": 1, "mode": "utilization", "target_utilization": 0.7,
+        "tolerance": 0.1, "min_workers": 0, "max_workers": max_workers, "max_step_percent": 50.0,
+        "min_step": 1, "scale_up_cooldown_sec": 0, "scale_down_cooldown_sec": 300,
+        "stabilization_window_sec": 300, "idle_to_zero_after_sec": 600,
+        "idle_utilization_threshold": 0.05, "on_demand_base": 0, "spot_percentage": 100,
+        "daily_budget": null, "budget_action": "alarm", "signal_max_age_sec": 120,
+        "capacity_error_backoff_sec": 600, "interruption_window_sec": 3600,
+        "max_interruption_rate": 0.2
+    }))
+    .expect("a complete policy")
+}
+
+/// A spot g5.xlarge worker in us-east-1a that started at `started_at_ms`, going by `aliases`
+/// as well as its id.
+pub fn g5_spot_worker(
+    id: &str,
+    aliases: &[&str],
+    started_at_ms: i64,
+) -> trainscaler::store::NewWorker {
+    trainscaler::store::NewWorker {
+        id: id.into(),
+        instance_type: "g5.xlarge".into(),
+        market: trainscaler::core::catalog::Market::Spot,
+        zone: Some("us-east-1a".into()),
+        started_at_ms,
+        aliases: aliases.iter().map(|a| (*a).to_string()).collect(),
+    }
+}
+
 /// A small AWS catalog in SkyPilot's layout with hand-picked numbers.
 pub fn aws_fixture(p4d_spot: &str) -> String {
     let gpu_info = "\"{'Gpus': [{'Name': 'A100', 'MemoryInfo': {'SizeInMiB': 40960}}]}\"";
