@@ -456,6 +456,27 @@ pub fn g5_spot_worker(
     }
 }
 
+/// Runs the `trainscaler` command with `args` on `db`, logging warnings only.
+pub fn trainscaler(db: &TestDb, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .env("TRAINSCALER_LOG", "warn")
+        .output()
+        .expect("run trainscaler")
+}
+
+/// [`trainscaler`], asserting that it succeeded (showing its stderr if not).
+pub fn trainscaler_ok(db: &TestDb, args: &[&str]) -> std::process::Output {
+    let out = trainscaler(db, args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A small AWS catalog in SkyPilot's layout with hand-picked numbers.
 pub fn aws_fixture(p4d_spot: &str) -> String {
     let gpu_info = "\"{'Gpus': [{'Name': 'A100', 'MemoryInfo': {'SizeInMiB': 40960}}]}\"";

@@ -6,7 +6,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use crate::common::{Backend, TestApp, assert_problem, client_with_key};
+use crate::common::{
+    Backend, TestApp, assert_problem, client_with_key, trainscaler, trainscaler_ok,
+};
 use crate::http_pools::{create_pool, put, rfc3339_ago, t4_policy};
 use crate::http_remote_write::{gpu_util, write_request};
 use crate::on_both_backends;
@@ -347,30 +349,23 @@ async fn a_key_made_with_pool_flags_on_the_command_line_is_restricted(backend: B
     for pool in ["gpu-t4", "gpu-h100"] {
         create_pool(&app, pool, &t4_policy()).await;
     }
-    let cli = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
-            .args(args)
-            .env("DATABASE_URL", &app.db.url)
-            .env("TRAINSCALER_LOG", "warn")
-            .output()
-            .unwrap()
-    };
-    let out = cli(&[
-        "keys", "create", "--scope", "ingest", "--pool", "gpu-t4", "--pool", "gpu-a100",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = trainscaler_ok(
+        &app.db,
+        &[
+            "keys", "create", "--scope", "ingest", "--pool", "gpu-t4", "--pool", "gpu-a100",
+        ],
     );
     let key = client_with_key(String::from_utf8(out.stdout).unwrap().trim());
     let r = post_samples(&key, &app, json!([sample("gpu-h100")])).await;
     assert_problem(r, 403, "samples[0].pool").await;
     let r = post_samples(&key, &app, json!([sample("gpu-t4")])).await;
     assert_eq!(r.status(), 200);
-    let list = String::from_utf8(cli(&["keys", "list"]).stdout).unwrap();
+    let list = String::from_utf8(trainscaler(&app.db, &["keys", "list"]).stdout).unwrap();
     assert!(list.contains("gpu-a100,gpu-t4"), "{list}");
-    let bad = cli(&["keys", "create", "--scope", "read", "--pool", "GPU"]);
+    let bad = trainscaler(
+        &app.db,
+        &["keys", "create", "--scope", "read", "--pool", "GPU"],
+    );
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("lowercase"));
 }
