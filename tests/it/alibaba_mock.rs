@@ -258,6 +258,55 @@ fn spec_like(current: &Capacity) -> CapacitySpec {
     }
 }
 
+/// Answers `expected` with `status` and the fixture `name`, and expects it exactly once.
+async fn expect_once(server: &MockServer, expected: RpcCall, status: u16, name: &str) {
+    Mock::given(method("GET"))
+        .and(expected)
+        .respond_with(answer(status, name))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// DescribeScalingGroups of [`GROUP`].
+fn describe_groups() -> RpcCall {
+    call("DescribeScalingGroups", ESS, &[("ScalingGroupId.1", GROUP)])
+}
+
+/// RemoveInstances of i-uf6a0001 from [`GROUP`], released and lowering the desired capacity.
+fn remove_one() -> RpcCall {
+    call(
+        "RemoveInstances",
+        ESS,
+        &[
+            ("ScalingGroupId", GROUP),
+            ("DecreaseDesiredCapacity", "true"),
+            ("RemovePolicy", "release"),
+            ("InstanceIds.1", "i-uf6a0001"),
+        ],
+    )
+}
+
+/// ModifyScalingGroup of [`GROUP`] sending exactly `changed` besides the group's id.
+fn modify(changed: &[(&str, &str)]) -> RpcCall {
+    let mut params = vec![("ScalingGroupId", GROUP)];
+    params.extend_from_slice(changed);
+    call("ModifyScalingGroup", ESS, &params)
+}
+
+/// `set_capacity` from [`current`] to its spec as `change` leaves it.
+async fn set_capacity(
+    server: &MockServer,
+    change: impl FnOnce(&mut CapacitySpec),
+) -> Result<(), ProviderError> {
+    let current = current();
+    let mut spec = spec_like(&current);
+    change(&mut spec);
+    provider(server)
+        .set_capacity(&group(), &current, &spec)
+        .await
+}
+
 // ---- the signature verifier itself ---------------------------------------------------------
 
 #[test]
@@ -284,21 +333,7 @@ fn the_test_verifier_reproduces_the_published_signature_example() {
 #[tokio::test]
 async fn pythons_standard_library_agrees_with_the_signatures_the_adapter_sends() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
-            "RemoveInstances",
-            ESS,
-            &[
-                ("ScalingGroupId", GROUP),
-                ("DecreaseDesiredCapacity", "true"),
-                ("RemovePolicy", "release"),
-                ("InstanceIds.1", "i-uf6a0001"),
-            ],
-        ))
-        .respond_with(answer(200, "remove_instances"))
-        .expect(1)
-        .mount(&server)
-        .await;
+    expect_once(&server, remove_one(), 200, "remove_instances").await;
     provider(&server)
         .terminate(&group(), &["i-uf6a0001".to_string()], true)
         .await
@@ -340,18 +375,10 @@ print("ok" if mine == sent else "mismatch " + mine + " " + sent)
 #[tokio::test]
 async fn describe_reads_the_group_its_instances_and_their_markets_zones_and_launch_times() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
-            "DescribeScalingGroups",
-            ESS,
-            &[("ScalingGroupId.1", GROUP)],
-        ))
-        .respond_with(answer(200, "describe_scaling_groups"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(call(
+    expect_once(&server, describe_groups(), 200, "describe_scaling_groups").await;
+    expect_once(
+        &server,
+        call(
             "DescribeScalingInstances",
             ESS,
             &[
@@ -359,24 +386,25 @@ async fn describe_reads_the_group_its_instances_and_their_markets_zones_and_laun
                 ("PageNumber", "1"),
                 ("PageSize", "50"),
             ],
-        ))
-        .respond_with(answer(200, "describe_scaling_instances"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(call(
+        ),
+        200,
+        "describe_scaling_instances",
+    )
+    .await;
+    expect_once(
+        &server,
+        call(
             "DescribeInstances",
             ECS,
             &[
                 ("InstanceIds", r#"["i-uf6a0001","i-uf6a0002","i-uf6a0003"]"#),
                 ("MaxResults", "100"),
             ],
-        ))
-        .respond_with(answer(200, "describe_instances"))
-        .expect(1)
-        .mount(&server)
-        .await;
+        ),
+        200,
+        "describe_instances",
+    )
+    .await;
 
     let cap = provider(&server)
         .describe(&group())
@@ -417,16 +445,13 @@ async fn describe_reads_the_group_its_instances_and_their_markets_zones_and_laun
 #[tokio::test]
 async fn an_unknown_scaling_group_is_not_found() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
-            "DescribeScalingGroups",
-            ESS,
-            &[("ScalingGroupId.1", GROUP)],
-        ))
-        .respond_with(answer(200, "describe_scaling_groups_empty"))
-        .expect(1)
-        .mount(&server)
-        .await;
+    expect_once(
+        &server,
+        describe_groups(),
+        200,
+        "describe_scaling_groups_empty",
+    )
+    .await;
     let err = provider(&server).describe(&group()).await.unwrap_err();
     assert!(matches!(err, ProviderError::NotFound(_)), "{err:?}");
 }
@@ -434,21 +459,7 @@ async fn an_unknown_scaling_group_is_not_found() {
 #[tokio::test]
 async fn removing_from_a_scaling_group_that_is_gone_is_not_found() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
-            "RemoveInstances",
-            ESS,
-            &[
-                ("ScalingGroupId", GROUP),
-                ("DecreaseDesiredCapacity", "true"),
-                ("RemovePolicy", "release"),
-                ("InstanceIds.1", "i-uf6a0001"),
-            ],
-        ))
-        .respond_with(answer(404, "error_scaling_group_not_found"))
-        .expect(1)
-        .mount(&server)
-        .await;
+    expect_once(&server, remove_one(), 404, "error_scaling_group_not_found").await;
     let err = provider(&server)
         .terminate(&group(), &["i-uf6a0001".to_string()], true)
         .await
@@ -464,62 +475,48 @@ async fn removing_from_a_scaling_group_that_is_gone_is_not_found() {
 #[tokio::test]
 async fn set_capacity_sends_one_modify_with_exactly_the_changed_parameters() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
-            "ModifyScalingGroup",
-            ESS,
-            &[
-                ("ScalingGroupId", GROUP),
-                ("DesiredCapacity", "5"),
-                ("MaxSize", "20"),
-                ("OnDemandPercentageAboveBaseCapacity", "25"),
-            ],
-        ))
-        .respond_with(answer(200, "modify_scaling_group"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let current = current();
-    let mut spec = spec_like(&current);
-    spec.desired = 5;
-    spec.max = 20;
-    spec.distribution.on_demand_percentage_above_base = 25;
-    provider(&server)
-        .set_capacity(&group(), &current, &spec)
-        .await
-        .expect("set_capacity");
+    expect_once(
+        &server,
+        modify(&[
+            ("DesiredCapacity", "5"),
+            ("MaxSize", "20"),
+            ("OnDemandPercentageAboveBaseCapacity", "25"),
+        ]),
+        200,
+        "modify_scaling_group",
+    )
+    .await;
+    set_capacity(&server, |spec| {
+        spec.desired = 5;
+        spec.max = 20;
+        spec.distribution.on_demand_percentage_above_base = 25;
+    })
+    .await
+    .expect("set_capacity");
 }
 
 #[tokio::test]
 async fn set_capacity_rewrites_the_type_overrides_in_priority_order() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
-            "ModifyScalingGroup",
-            ESS,
-            &[
-                ("ScalingGroupId", GROUP),
-                (
-                    "LaunchTemplateOverride.1.InstanceType",
-                    "ecs.gn7i-c8g1.2xlarge",
-                ),
-                (
-                    "LaunchTemplateOverride.2.InstanceType",
-                    "ecs.gn7i-c16g1.4xlarge",
-                ),
-                ("AllocationStrategy", "priority"),
-                ("SpotAllocationStrategy", "priority"),
-            ],
-        ))
-        .respond_with(answer(200, "modify_scaling_group"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let current = current();
-    let mut spec = spec_like(&current);
-    spec.distribution.instance_types.reverse();
-    provider(&server)
-        .set_capacity(&group(), &current, &spec)
+    expect_once(
+        &server,
+        modify(&[
+            (
+                "LaunchTemplateOverride.1.InstanceType",
+                "ecs.gn7i-c8g1.2xlarge",
+            ),
+            (
+                "LaunchTemplateOverride.2.InstanceType",
+                "ecs.gn7i-c16g1.4xlarge",
+            ),
+            ("AllocationStrategy", "priority"),
+            ("SpotAllocationStrategy", "priority"),
+        ]),
+        200,
+        "modify_scaling_group",
+    )
+    .await;
+    set_capacity(&server, |spec| spec.distribution.instance_types.reverse())
         .await
         .expect("set_capacity");
 }
@@ -532,31 +529,20 @@ async fn set_capacity_makes_no_request_when_nothing_changed() {
         .expect(0)
         .mount(&server)
         .await;
-    let current = current();
-    provider(&server)
-        .set_capacity(&group(), &current, &spec_like(&current))
-        .await
-        .expect("set_capacity");
+    set_capacity(&server, |_| {}).await.expect("set_capacity");
 }
 
 #[tokio::test]
 async fn a_no_stock_answer_is_insufficient_capacity() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
-            "ModifyScalingGroup",
-            ESS,
-            &[("ScalingGroupId", GROUP), ("DesiredCapacity", "8")],
-        ))
-        .respond_with(answer(403, "error_no_stock"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let current = current();
-    let mut spec = spec_like(&current);
-    spec.desired = 8;
-    let err = provider(&server)
-        .set_capacity(&group(), &current, &spec)
+    expect_once(
+        &server,
+        modify(&[("DesiredCapacity", "8")]),
+        403,
+        "error_no_stock",
+    )
+    .await;
+    let err = set_capacity(&server, |spec| spec.desired = 8)
         .await
         .unwrap_err();
     assert!(
@@ -570,8 +556,9 @@ async fn a_no_stock_answer_is_insufficient_capacity() {
 #[tokio::test]
 async fn terminate_removes_the_chosen_instances_and_releases_them() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
+    expect_once(
+        &server,
+        call(
             "RemoveInstances",
             ESS,
             &[
@@ -581,11 +568,11 @@ async fn terminate_removes_the_chosen_instances_and_releases_them() {
                 ("InstanceIds.1", "i-uf6a0002"),
                 ("InstanceIds.2", "i-uf6a0003"),
             ],
-        ))
-        .respond_with(answer(200, "remove_instances"))
-        .expect(1)
-        .mount(&server)
-        .await;
+        ),
+        200,
+        "remove_instances",
+    )
+    .await;
     provider(&server)
         .terminate(
             &group(),
@@ -603,18 +590,20 @@ async fn refresh_reads_instance_types_on_demand_prices_and_the_newest_spot_price
     let server = MockServer::start().await;
     let gn7i = "ecs.gn7i-c16g1.4xlarge";
     let h20 = "ecs.ebmgn8v.48xlarge";
-    Mock::given(method("GET"))
-        .and(call(
+    expect_once(
+        &server,
+        call(
             "DescribeInstanceTypes",
             ECS,
             &[("MinimumGPUAmount", "1"), ("MaxResults", "100")],
-        ))
-        .respond_with(answer(200, "describe_instance_types_page1"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(call(
+        ),
+        200,
+        "describe_instance_types_page1",
+    )
+    .await;
+    expect_once(
+        &server,
+        call(
             "DescribeInstanceTypes",
             ECS,
             &[
@@ -622,17 +611,18 @@ async fn refresh_reads_instance_types_on_demand_prices_and_the_newest_spot_price
                 ("MaxResults", "100"),
                 ("NextToken", "e71d8a535bd9cc11"),
             ],
-        ))
-        .respond_with(answer(200, "describe_instance_types_page2"))
-        .expect(1)
-        .mount(&server)
-        .await;
+        ),
+        200,
+        "describe_instance_types_page2",
+    )
+    .await;
     for (t, body) in [
         (gn7i, "describe_price_gn7i"),
         (h20, "describe_price_ebmgn8v"),
     ] {
-        Mock::given(method("GET"))
-            .and(call(
+        expect_once(
+            &server,
+            call(
                 "DescribePrice",
                 ECS,
                 &[
@@ -641,11 +631,11 @@ async fn refresh_reads_instance_types_on_demand_prices_and_the_newest_spot_price
                     ("PriceUnit", "Hour"),
                     ("SystemDisk.Category", "cloud_essd"),
                 ],
-            ))
-            .respond_with(answer(200, body))
-            .expect(1)
-            .mount(&server)
-            .await;
+            ),
+            200,
+            body,
+        )
+        .await;
     }
     // Three pages for the A10 type; the H20 type has no spot history.
     let now_ms = trainscaler::timefmt::now_ms();
@@ -664,15 +654,17 @@ async fn refresh_reads_instance_types_on_demand_prices_and_the_newest_spot_price
         if let Some(o) = offset {
             params.push(("Offset", o));
         }
-        Mock::given(method("GET"))
-            .and(call("DescribeSpotPriceHistory", ECS, &params))
-            .respond_with(answer(200, body))
-            .expect(1)
-            .mount(&server)
-            .await;
+        expect_once(
+            &server,
+            call("DescribeSpotPriceHistory", ECS, &params),
+            200,
+            body,
+        )
+        .await;
     }
-    Mock::given(method("GET"))
-        .and(call(
+    expect_once(
+        &server,
+        call(
             "DescribeSpotPriceHistory",
             ECS,
             &[
@@ -680,11 +672,11 @@ async fn refresh_reads_instance_types_on_demand_prices_and_the_newest_spot_price
                 ("InstanceType", h20),
                 ("StartTime", start.as_str()),
             ],
-        ))
-        .respond_with(answer(200, "spot_history_end"))
-        .expect(1)
-        .mount(&server)
-        .await;
+        ),
+        200,
+        "spot_history_end",
+    )
+    .await;
 
     let refresh = provider(&server)
         .refresh(REGION, &[], since_ms)
@@ -737,31 +729,16 @@ async fn refresh_reads_instance_types_on_demand_prices_and_the_newest_spot_price
 #[tokio::test]
 async fn a_throttled_call_is_retried_until_it_succeeds() {
     let server = MockServer::start().await;
-    let modify = || {
-        call(
-            "ModifyScalingGroup",
-            ESS,
-            &[("ScalingGroupId", GROUP), ("MinSize", "2")],
-        )
-    };
+    let min_size = || modify(&[("MinSize", "2")]);
     Mock::given(method("GET"))
-        .and(modify())
+        .and(min_size())
         .respond_with(answer(400, "error_throttling_user"))
         .up_to_n_times(2)
         .expect(2)
         .mount(&server)
         .await;
-    Mock::given(method("GET"))
-        .and(modify())
-        .respond_with(answer(200, "modify_scaling_group"))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let current = current();
-    let mut spec = spec_like(&current);
-    spec.min = 2;
-    provider(&server)
-        .set_capacity(&group(), &current, &spec)
+    expect_once(&server, min_size(), 200, "modify_scaling_group").await;
+    set_capacity(&server, |spec| spec.min = 2)
         .await
         .expect("set_capacity after two throttled attempts");
 
@@ -778,16 +755,13 @@ async fn a_throttled_call_is_retried_until_it_succeeds() {
 #[tokio::test]
 async fn a_signature_mismatch_is_unauthorized_and_not_retried() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(call(
-            "DescribeScalingGroups",
-            ESS,
-            &[("ScalingGroupId.1", GROUP)],
-        ))
-        .respond_with(answer(400, "error_signature_does_not_match"))
-        .expect(1)
-        .mount(&server)
-        .await;
+    expect_once(
+        &server,
+        describe_groups(),
+        400,
+        "error_signature_does_not_match",
+    )
+    .await;
     let err = provider(&server).describe(&group()).await.unwrap_err();
     match err {
         ProviderError::Unauthorized(m) => assert!(m.contains("SignatureDoesNotMatch"), "{m}"),
@@ -801,11 +775,7 @@ async fn a_signature_mismatch_is_unauthorized_and_not_retried() {
 async fn the_mock_refuses_a_request_signed_with_another_secret() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
-        .and(call(
-            "DescribeScalingGroups",
-            ESS,
-            &[("ScalingGroupId.1", GROUP)],
-        ))
+        .and(describe_groups())
         .respond_with(answer(200, "describe_scaling_groups"))
         .expect(0)
         .mount(&server)

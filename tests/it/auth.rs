@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use crate::common::{Backend, TestApp, TestDb, assert_problem, client_with_key, serve_config};
+use crate::common::{
+    Backend, TestApp, TestDb, assert_problem, client_with_key, serve_config, trainscaler_ok,
+};
 use crate::http_pools::create_pool;
 use crate::on_both_backends;
 use trainscaler::auth::pools::PoolScope;
@@ -39,6 +41,11 @@ async fn send(
         .send()
         .await
         .unwrap()
+}
+
+/// `GET /v1/pools` as `client`.
+async fn get_pools(client: &reqwest::Client, app: &TestApp) -> reqwest::Response {
+    client.get(app.url("/v1/pools")).send().await.unwrap()
 }
 
 /// Revokes key `id` over HTTP with the admin key; the answer.
@@ -150,11 +157,7 @@ async fn every_kind_of_bad_key_gets_the_same_answer_and_no_slow_hash(backend: Ba
     let mut bodies = Vec::new();
     for bad in [wrong_secret.as_str(), &unknown_id, "not-a-token", &revoked] {
         let before = app.state.auth.slow_checks();
-        let r = client_with_key(bad)
-            .get(app.url("/v1/pools"))
-            .send()
-            .await
-            .unwrap();
+        let r = get_pools(&client_with_key(bad), &app).await;
         assert_eq!(r.status(), 401, "{bad}");
         // No refusal runs Argon2 (19 MiB and tens of milliseconds each, before digests).
         assert_eq!(app.state.auth.slow_checks(), before, "{bad}");
@@ -163,42 +166,26 @@ async fn every_kind_of_bad_key_gets_the_same_answer_and_no_slow_hash(backend: Ba
     assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:?}");
     // A good key verifies once, then comes from the cache.
     let good = client_with_key(&token);
-    assert!(
-        good.get(app.url("/v1/pools"))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .is_success()
-    );
+    assert!(get_pools(&good, &app).await.status().is_success());
     let before = app.state.auth.slow_checks();
     for _ in 0..3 {
-        assert!(
-            good.get(app.url("/v1/pools"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .is_success()
-        );
+        assert!(get_pools(&good, &app).await.status().is_success());
     }
     assert_eq!(app.state.auth.slow_checks(), before);
     // "Bearer" is case-insensitive; Basic carries the key as its password (the fleet page's
     // browsers); other schemes are not keys.
-    let r = reqwest::Client::new()
-        .get(app.url("/v1/pools"))
-        .header("authorization", format!("bearer {token}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let r = reqwest::Client::new()
-        .get(app.url("/v1/pools"))
-        .header("authorization", format!("Token {token}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
+    for (authorization, status) in [
+        (format!("bearer {token}"), 200),
+        (format!("Token {token}"), 401),
+    ] {
+        let r = reqwest::Client::new()
+            .get(app.url("/v1/pools"))
+            .header("authorization", authorization)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status);
+    }
 }
 
 async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
@@ -234,7 +221,7 @@ async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
     assert_problem(r, 403, "Authorization").await;
     // Revoked: refused at once on this replica.
     assert_eq!(revoke_key(&app, &id).await.status(), 204);
-    let r = decider.get(app.url("/v1/pools")).send().await.unwrap();
+    let r = get_pools(&decider, &app).await;
     assert_eq!(r.status(), 401);
     assert_problem(revoke_key(&app, &id).await, 404, "id").await;
     let list = app.get_json("/v1/keys").await;
@@ -256,24 +243,15 @@ async fn keys_are_made_listed_and_revoked_over_http(backend: Backend) {
 
 async fn a_key_from_the_command_line_works_on_the_running_server(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
-        .args([
-            "keys",
-            "create",
-            "--scope",
-            "ingest,read",
-            "--name",
-            "scheduler",
-        ])
-        .env("DATABASE_URL", &app.db.url)
-        .env("TRAINSCALER_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = [
+        "keys",
+        "create",
+        "--scope",
+        "ingest,read",
+        "--name",
+        "scheduler",
+    ];
+    let out = trainscaler_ok(&app.db, &args);
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(token.starts_with("tsk_"), "{token}");
     put_pool(&app).await;
@@ -338,11 +316,7 @@ async fn insecure_mode_needs_no_key_and_makes_none(backend: Backend) {
     serve.admin_key_file = dir.path().join("admin.key");
     let app = TestApp::spawn_with(db, serve).await;
     assert!(!dir.path().join("admin.key").exists());
-    let r = reqwest::Client::new()
-        .get(app.url("/v1/pools"))
-        .send()
-        .await
-        .unwrap();
+    let r = get_pools(&reqwest::Client::new(), &app).await;
     assert_eq!(r.status(), 200);
     put_pool(&app).await;
 }
@@ -664,21 +638,13 @@ async fn a_key_stored_with_argon2_still_works_and_is_rewritten_as_a_digest(backe
     let app = TestApp::spawn_empty(backend).await;
     let (token, id, phc) = store_legacy_key(&app, &[Scope::Read]).await;
     let wrong = format!("tsk_{id}_{}", "0".repeat(64));
-    let r = client_with_key(&wrong)
-        .get(app.url("/v1/pools"))
-        .send()
-        .await
-        .unwrap();
+    let r = get_pools(&client_with_key(&wrong), &app).await;
     assert_eq!(r.status(), 401);
     let row = app.state.store.active_key(&id).await.unwrap().unwrap();
     assert_eq!(row.secret_hash, phc, "a refusal rewrote the row");
 
     let before = app.state.auth.slow_checks();
-    let r = client_with_key(&token)
-        .get(app.url("/v1/pools"))
-        .send()
-        .await
-        .unwrap();
+    let r = get_pools(&client_with_key(&token), &app).await;
     assert_eq!(r.status(), 200);
     assert_eq!(app.state.auth.slow_checks(), before + 1);
     let row = app.state.store.active_key(&id).await.unwrap().unwrap();

@@ -2,17 +2,8 @@
 
 use std::process::{Command, Output};
 
-use crate::common::{Backend, ServerLog, TestDb, aws_fixture};
+use crate::common::{Backend, ServerLog, TestDb, aws_fixture, trainscaler};
 use crate::on_both_backends;
-
-fn trainscaler(db: &TestDb, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainscaler"))
-        .args(args)
-        .env("DATABASE_URL", &db.url)
-        .env("TRAINSCALER_LOG", "warn")
-        .output()
-        .expect("run trainscaler")
-}
 
 fn report(output: &Output) -> serde_json::Value {
     assert!(

@@ -318,6 +318,14 @@ impl TestApp {
         response.json().await.expect("JSON body")
     }
 
+    pub async fn delete(&self, path: &str) -> reqwest::Response {
+        self.client
+            .delete(self.url(path))
+            .send()
+            .await
+            .expect("DELETE")
+    }
+
     pub async fn post_json(&self, path: &str, body: &serde_json::Value) -> reqwest::Response {
         self.client
             .post(self.url(path))
@@ -403,6 +411,72 @@ macro_rules! on_both_backends {
     };
 }
 
+/// A store opened (and migrated) on a fresh database of `backend`; keep the database as long
+/// as the store.
+pub async fn fresh_store(backend: Backend) -> (TestDb, trainscaler::store::Store) {
+    let db = TestDb::new(backend).await;
+    let store = trainscaler::app::open_store(&db.config())
+        .await
+        .expect("open store");
+    (db, store)
+}
+
+/// A complete policy for spot g5.xlarge workers in us-east-1, for tests that call the store
+/// directly (the API fills in defaults; the store takes whole policies).
+pub fn g5_spot_policy(max_workers: u32) -> trainscaler::core::policy::Policy {
+    serde_json::from_value(serde_json::json!({
+        "provider": "aws", "region": "us-east-1", "zones": [],
+        "instance_types": [{"instance_type": "g5.xlarge", "markets": ["spot"]}],
+        "gpus_per_worker": 1, "mode": "utilization", "target_utilization": 0.7,
+        "tolerance": 0.1, "min_workers": 0, "max_workers": max_workers, "max_step_percent": 50.0,
+        "min_step": 1, "scale_up_cooldown_sec": 0, "scale_down_cooldown_sec": 300,
+        "stabilization_window_sec": 300, "idle_to_zero_after_sec": 600,
+        "idle_utilization_threshold": 0.05, "on_demand_base": 0, "spot_percentage": 100,
+        "daily_budget": null, "budget_action": "alarm", "signal_max_age_sec": 120,
+        "capacity_error_backoff_sec": 600, "interruption_window_sec": 3600,
+        "max_interruption_rate": 0.2
+    }))
+    .expect("a complete policy")
+}
+
+/// A spot g5.xlarge worker in us-east-1a that started at `started_at_ms`, going by `aliases`
+/// as well as its id.
+pub fn g5_spot_worker(
+    id: &str,
+    aliases: &[&str],
+    started_at_ms: i64,
+) -> trainscaler::store::NewWorker {
+    trainscaler::store::NewWorker {
+        id: id.into(),
+        instance_type: "g5.xlarge".into(),
+        market: trainscaler::core::catalog::Market::Spot,
+        zone: Some("us-east-1a".into()),
+        started_at_ms,
+        aliases: aliases.iter().map(|a| (*a).to_string()).collect(),
+    }
+}
+
+/// Runs the `trainscaler` command with `args` on `db`, logging warnings only.
+pub fn trainscaler(db: &TestDb, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .env("TRAINSCALER_LOG", "warn")
+        .output()
+        .expect("run trainscaler")
+}
+
+/// [`trainscaler`], asserting that it succeeded (showing its stderr if not).
+pub fn trainscaler_ok(db: &TestDb, args: &[&str]) -> std::process::Output {
+    let out = trainscaler(db, args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A small AWS catalog in SkyPilot's layout with hand-picked numbers.
 pub fn aws_fixture(p4d_spot: &str) -> String {
     let gpu_info = "\"{'Gpus': [{'Name': 'A100', 'MemoryInfo': {'SizeInMiB': 40960}}]}\"";
@@ -454,7 +528,7 @@ pub async fn post_head_only(
     extra_headers: &str,
     content_length: usize,
 ) -> (u16, String, serde_json::Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     let mut stream = tokio::net::TcpStream::connect(app.addr)
         .await
@@ -465,42 +539,51 @@ pub async fn post_head_only(
         app.addr
     );
     stream.write_all(head.as_bytes()).await.expect("write head");
+    let (status, content_type, body) = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        read_response(&mut stream),
+    )
+    .await
+    .expect("the server answered an oversized body within 10 s");
+    let body = serde_json::from_slice(&body).expect("JSON body");
+    (status, content_type, body)
+}
+
+/// Reads one HTTP/1.1 response with a Content-Length body from `stream`, leaving the
+/// connection open: its status, content type and body. Callers bound the wait.
+pub async fn read_response(stream: &mut tokio::net::TcpStream) -> (u16, String, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+
     let mut received = Vec::new();
     let mut buf = [0u8; 4096];
-    let read = async {
-        loop {
-            let n = stream.read(&mut buf).await.expect("read response");
-            assert!(n > 0, "connection closed before a full response");
-            received.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&received).to_string();
-            let Some(end) = text.find("\r\n\r\n") else {
-                continue;
-            };
-            let headers = text[..end].to_ascii_lowercase();
-            let header = |name: &str| {
-                headers
-                    .lines()
-                    .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
-            };
-            let length: usize = header("content-length")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            if received.len() < end + 4 + length {
-                continue;
-            }
-            let status: u16 = headers
-                .split_whitespace()
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .expect("status");
-            let body =
-                serde_json::from_slice(&received[end + 4..end + 4 + length]).expect("JSON body");
-            return (status, header("content-type").unwrap_or_default(), body);
+    loop {
+        let n = stream.read(&mut buf).await.expect("read response");
+        assert!(n > 0, "connection closed before a full response");
+        received.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&received).to_string();
+        let Some(end) = text.find("\r\n\r\n") else {
+            continue;
+        };
+        let headers = text[..end].to_ascii_lowercase();
+        let header = |name: &str| {
+            headers
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+        };
+        let length: usize = header("content-length")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if received.len() < end + 4 + length {
+            continue;
         }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), read)
-        .await
-        .expect("the server answered an oversized body within 10 s")
+        let status: u16 = headers
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let body = received[end + 4..end + 4 + length].to_vec();
+        return (status, header("content-type").unwrap_or_default(), body);
+    }
 }
 
 /// Waits for `child` to end, at most `bound`, and then for `log` to have read all it wrote;

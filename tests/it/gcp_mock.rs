@@ -276,6 +276,13 @@ impl Google {
         }
     }
 
+    /// A mock Google whose token endpoint answers once, with a token good for an hour.
+    pub async fn with_token() -> Self {
+        let g = Self::start().await;
+        g.mount_token(3599, 1).await;
+        g
+    }
+
     pub fn token_uri(&self) -> String {
         format!("{}/token", self.server.uri())
     }
@@ -326,8 +333,7 @@ impl Google {
     }
 
     pub async fn mount_group_times(&self, mig: &str, igm: &str, managed: &str, times: u64) {
-        self.mount(call("GET", compute(mig), &[]), answer(200, igm), times)
-            .await;
+        self.mount(get_group(mig), answer(200, igm), times).await;
         self.mount(
             call(
                 "POST",
@@ -338,6 +344,22 @@ impl Google {
             times,
         )
         .await;
+    }
+
+    /// Both MIGs of [`group_ref`], each read once (the spot one answered by the `spot_igm`
+    /// and `spot_managed` fixtures), and the templates.
+    pub async fn mount_groups(&self, spot_igm: &str, spot_managed: &str) {
+        self.mount_group(STANDARD, "igm_standard", "managed_standard")
+            .await;
+        self.mount_group(SPOT, spot_igm, spot_managed).await;
+        self.mount_templates().await;
+    }
+
+    /// The standard MIG alone, read once, and the templates.
+    pub async fn mount_standard(&self) {
+        self.mount_group(STANDARD, "igm_standard", "managed_standard")
+            .await;
+        self.mount_templates().await;
     }
 
     pub async fn mount_templates(&self) {
@@ -369,6 +391,46 @@ pub fn group_ref() -> GroupRef {
     }
 }
 
+/// [`group_ref`] without its spot MIG.
+pub fn standard_only() -> GroupRef {
+    GroupRef {
+        spot_group: None,
+        ..group_ref()
+    }
+}
+
+/// `get` of `mig`.
+pub fn get_group(mig: &str) -> Call {
+    call("GET", compute(mig), &[])
+}
+
+/// `resize` of `mig` to `size` instances.
+pub fn resize(mig: &str, size: &str) -> Call {
+    call("POST", compute(&format!("{mig}/resize")), &[("size", size)]).with_request_id()
+}
+
+/// `wait` on the zonal operation `op`.
+pub fn zone_wait(op: &str) -> Call {
+    call(
+        "POST",
+        compute(&format!(
+            "projects/{PROJECT}/zones/{ZONE}/operations/{op}/wait"
+        )),
+        &[],
+    )
+}
+
+/// `deleteInstances` of `mig` naming `instances` (a JSON array of references), skipping
+/// those that are gone.
+pub fn delete_instances(mig: &str, instances: Value) -> Call {
+    call("POST", compute(&format!("{mig}/deleteInstances")), &[])
+        .with_request_id()
+        .with_body(json!({
+            "instances": instances,
+            "skipInstancesOnValidationError": true
+        }))
+}
+
 pub fn spec(od: u32, spot: u32) -> CapacitySpec {
     let target = |market, count| Target {
         instance_type: "n1-highmem-4+T4x1".into(),
@@ -397,8 +459,7 @@ pub fn spec(od: u32, spot: u32) -> CapacitySpec {
 
 #[tokio::test]
 async fn describe_reads_both_migs_their_managed_instances_and_templates() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     g.mount_group_times(STANDARD, "igm_standard", "managed_standard", 2)
         .await;
     g.mount_group_times(SPOT, "igm_spot", "managed_spot", 2)
@@ -454,8 +515,7 @@ async fn template_reads(g: &Google) -> usize {
 
 #[tokio::test]
 async fn a_standard_group_whose_template_is_spot_is_refused() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     g.mount_group(SPOT, "igm_spot", "managed_spot").await;
     g.mount_templates().await;
     let mut swapped = group_ref();
@@ -472,57 +532,28 @@ async fn a_standard_group_whose_template_is_spot_is_refused() {
 
 #[tokio::test]
 async fn set_capacity_resizes_each_mig_to_its_markets_share_and_follows_the_operation() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
-    g.mount_group(STANDARD, "igm_standard", "managed_standard")
-        .await;
-    g.mount_group(SPOT, "igm_spot", "managed_spot").await;
-    g.mount_templates().await;
+    let g = Google::with_token().await;
+    g.mount_groups("igm_spot", "managed_spot").await;
     let p = g.provider();
     let current = p.describe(&group_ref()).await.unwrap();
     // 1 + 3 now; the decision wants 3 on-demand and 1 spot (spot moved after a capacity error).
-    g.mount(
-        call(
-            "POST",
-            compute(&format!("{STANDARD}/resize")),
-            &[("size", "3")],
-        )
-        .with_request_id(),
-        answer(200, "op_resize_running"),
-        1,
-    )
-    .await;
-    g.mount(
-        call("POST", compute(&format!("{SPOT}/resize")), &[("size", "1")]).with_request_id(),
-        answer(200, "op_resize_running"),
-        1,
-    )
-    .await;
+    g.mount(resize(STANDARD, "3"), answer(200, "op_resize_running"), 1)
+        .await;
+    g.mount(resize(SPOT, "1"), answer(200, "op_resize_running"), 1)
+        .await;
     let op = "operation-1733335200000-61f2b3a4c5d6e-7f8a9b0c-1d2e3f4a";
     // `wait` answers RUNNING once (it may return before the operation is done), then DONE.
-    Mock::given(call(
-        "POST",
-        compute(&format!(
-            "projects/{PROJECT}/zones/{ZONE}/operations/{op}/wait"
-        )),
-        &[],
-    ))
-    .respond_with(answer(200, "op_resize_running"))
-    .up_to_n_times(1)
-    .expect(1)
-    .mount(&g.server)
-    .await;
-    Mock::given(call(
-        "POST",
-        compute(&format!(
-            "projects/{PROJECT}/zones/{ZONE}/operations/{op}/wait"
-        )),
-        &[],
-    ))
-    .respond_with(answer(200, "op_resize_done"))
-    .expect(2)
-    .mount(&g.server)
-    .await;
+    Mock::given(zone_wait(op))
+        .respond_with(answer(200, "op_resize_running"))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(&g.server)
+        .await;
+    Mock::given(zone_wait(op))
+        .respond_with(answer(200, "op_resize_done"))
+        .expect(2)
+        .mount(&g.server)
+        .await;
     p.set_capacity(&group_ref(), &current, &spec(3, 1))
         .await
         .expect("set_capacity");
@@ -556,8 +587,7 @@ async fn set_capacity_resizes_each_mig_to_its_markets_share_and_follows_the_oper
 
 #[tokio::test]
 async fn regional_instances_are_deleted_by_reference_through_region_operations() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     g.mount_group(REGIONAL, "igm_regional", "managed_regional")
         .await;
     g.mount_templates().await;
@@ -573,12 +603,10 @@ async fn regional_instances_are_deleted_by_reference_through_region_operations()
     assert_eq!(cap.workers[0].instance_type, "g2-standard-8");
     assert_eq!(cap.workers[1].state, WorkerState::Terminating, "DELETING");
     g.mount(
-        call("POST", compute(&format!("{REGIONAL}/deleteInstances")), &[])
-            .with_request_id()
-            .with_body(json!({
-                "instances": ["zones/europe-west4-a/instances/trainers-eu-4hs1"],
-                "skipInstancesOnValidationError": true
-            })),
+        delete_instances(
+            REGIONAL,
+            json!(["zones/europe-west4-a/instances/trainers-eu-4hs1"]),
+        ),
         answer(200, "op_delete_pending"),
         1,
     )
@@ -603,41 +631,20 @@ async fn regional_instances_are_deleted_by_reference_through_region_operations()
 
 #[tokio::test]
 async fn a_wait_may_hold_the_request_longer_than_other_calls_may_take() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
-    g.mount_group(STANDARD, "igm_standard", "managed_standard")
-        .await;
-    g.mount_templates().await;
+    let g = Google::with_token().await;
+    g.mount_standard().await;
     let mut settings = g.settings();
     // Every other call must answer within a second; `wait` holds this one for 1.5 s, as it
     // may for up to two minutes.
     settings.http.timeout = Duration::from_secs(1);
     let p = GcpProvider::new(settings).unwrap();
-    let group = GroupRef {
-        spot_group: None,
-        ..group_ref()
-    };
+    let group = standard_only();
     let current = p.describe(&group).await.unwrap();
-    g.mount(
-        call(
-            "POST",
-            compute(&format!("{STANDARD}/resize")),
-            &[("size", "2")],
-        )
-        .with_request_id(),
-        answer(200, "op_resize_running"),
-        1,
-    )
-    .await;
+    g.mount(resize(STANDARD, "2"), answer(200, "op_resize_running"), 1)
+        .await;
     let op = "operation-1733335200000-61f2b3a4c5d6e-7f8a9b0c-1d2e3f4a";
     g.mount(
-        call(
-            "POST",
-            compute(&format!(
-                "projects/{PROJECT}/zones/{ZONE}/operations/{op}/wait"
-            )),
-            &[],
-        ),
+        zone_wait(op),
         answer(200, "op_resize_done").set_delay(Duration::from_millis(1500)),
         1,
     )
@@ -649,13 +656,9 @@ async fn a_wait_may_hold_the_request_longer_than_other_calls_may_take() {
 
 #[tokio::test]
 async fn terminating_without_decrement_recreates_the_instances() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     // Not described before: the adapter reads the groups to find the instance.
-    g.mount_group(STANDARD, "igm_standard", "managed_standard")
-        .await;
-    g.mount_group(SPOT, "igm_spot", "managed_spot").await;
-    g.mount_templates().await;
+    g.mount_groups("igm_spot", "managed_spot").await;
     g.mount(
         call("POST", compute(&format!("{SPOT}/recreateInstances")), &[])
             .with_request_id()
@@ -676,8 +679,7 @@ async fn terminating_without_decrement_recreates_the_instances() {
 
 #[tokio::test]
 async fn deletes_name_instances_as_references_in_calls_of_at_most_a_thousand() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     let n = 1001;
     let names: Vec<String> = (0..n).map(|i| format!("trainers-{i:04}")).collect();
     let managed: Vec<Value> = names
@@ -694,7 +696,7 @@ async fn deletes_name_instances_as_references_in_calls_of_at_most_a_thousand() {
     let mut igm = json_fixture("igm_standard");
     igm["targetSize"] = json!(n);
     g.mount(
-        call("GET", compute(STANDARD), &[]),
+        get_group(STANDARD),
         ResponseTemplate::new(200).set_body_json(igm),
         1,
     )
@@ -710,21 +712,16 @@ async fn deletes_name_instances_as_references_in_calls_of_at_most_a_thousand() {
     )
     .await;
     g.mount_templates().await;
-    let group = GroupRef {
-        spot_group: None,
-        ..group_ref()
-    };
+    let group = standard_only();
     let p = g.provider();
     assert_eq!(p.describe(&group).await.unwrap().workers.len(), n);
     let reference = |name: &String| format!("zones/{ZONE}/instances/{name}");
     for chunk in [&names[..1000], &names[1000..]] {
         g.mount(
-            call("POST", compute(&format!("{STANDARD}/deleteInstances")), &[])
-                .with_request_id()
-                .with_body(json!({
-                    "instances": chunk.iter().map(reference).collect::<Vec<_>>(),
-                    "skipInstancesOnValidationError": true
-                })),
+            delete_instances(
+                STANDARD,
+                json!(chunk.iter().map(reference).collect::<Vec<_>>()),
+            ),
             answer(200, "op_resize_done"),
             1,
         )
@@ -757,43 +754,23 @@ async fn deletes_name_instances_as_references_in_calls_of_at_most_a_thousand() {
 
 #[tokio::test]
 async fn after_a_failed_resize_the_group_is_read_again() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     // Read by `describe`, and once more after the failure; never from a stale cache.
     g.mount_group_times(STANDARD, "igm_standard", "managed_standard", 2)
         .await;
     g.mount_templates().await;
-    let group = GroupRef {
-        spot_group: None,
-        ..group_ref()
-    };
+    let group = standard_only();
     let p = g.provider();
     let current = p.describe(&group).await.unwrap();
-    Mock::given(
-        call(
-            "POST",
-            compute(&format!("{STANDARD}/resize")),
-            &[("size", "3")],
-        )
-        .with_request_id(),
-    )
-    .respond_with(answer(403, "error_quota"))
-    .up_to_n_times(1)
-    .expect(1)
-    .with_priority(1)
-    .mount(&g.server)
-    .await;
-    g.mount(
-        call(
-            "POST",
-            compute(&format!("{STANDARD}/resize")),
-            &[("size", "3")],
-        )
-        .with_request_id(),
-        answer(200, "op_resize_done"),
-        1,
-    )
-    .await;
+    Mock::given(resize(STANDARD, "3"))
+        .respond_with(answer(403, "error_quota"))
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&g.server)
+        .await;
+    g.mount(resize(STANDARD, "3"), answer(200, "op_resize_done"), 1)
+        .await;
     let err = p
         .set_capacity(&group, &current, &spec(3, 0))
         .await
@@ -811,20 +788,12 @@ async fn after_a_failed_resize_the_group_is_read_again() {
 
 #[tokio::test]
 async fn an_operation_that_ends_in_a_stockout_is_insufficient_capacity_in_its_zone() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
-    g.mount_group(STANDARD, "igm_standard", "managed_standard")
-        .await;
-    g.mount_group(SPOT, "igm_spot", "managed_spot").await;
-    g.mount_templates().await;
+    let g = Google::with_token().await;
+    g.mount_groups("igm_spot", "managed_spot").await;
     let p = g.provider();
     let current = p.describe(&group_ref()).await.unwrap();
-    g.mount(
-        call("POST", compute(&format!("{SPOT}/resize")), &[("size", "5")]).with_request_id(),
-        answer(200, "op_done_stockout"),
-        1,
-    )
-    .await;
+    g.mount(resize(SPOT, "5"), answer(200, "op_done_stockout"), 1)
+        .await;
     match p.set_capacity(&group_ref(), &current, &spec(1, 5)).await {
         Err(ProviderError::InsufficientCapacity {
             instance_type,
@@ -844,13 +813,8 @@ async fn an_operation_that_ends_in_a_stockout_is_insufficient_capacity_in_its_zo
 
 #[tokio::test]
 async fn instances_the_mig_cannot_create_count_as_missing_and_the_mig_is_not_grown_over_them() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
-    g.mount_group(STANDARD, "igm_standard", "managed_standard")
-        .await;
-    g.mount_group(SPOT, "igm_spot", "managed_spot_stockout")
-        .await;
-    g.mount_templates().await;
+    let g = Google::with_token().await;
+    g.mount_groups("igm_spot", "managed_spot_stockout").await;
     let p = g.provider();
     let current = p.describe(&group_ref()).await.unwrap();
     let states: Vec<WorkerState> = current.workers.iter().map(|w| w.state).collect();
@@ -879,30 +843,19 @@ async fn instances_the_mig_cannot_create_count_as_missing_and_the_mig_is_not_gro
     assert_eq!(p.requests_sent(), sent);
     // Moved to on-demand: the two it cannot create are deleted, no resize of the spot MIG.
     g.mount(
-        call("POST", compute(&format!("{SPOT}/deleteInstances")), &[])
-            .with_request_id()
-            .with_body(json!({
-                "instances": [
-                    "zones/us-central1-a/instances/trainers-spot-b41q",
-                    "zones/us-central1-a/instances/trainers-spot-p0ld"
-                ],
-                "skipInstancesOnValidationError": true
-            })),
+        delete_instances(
+            SPOT,
+            json!([
+                "zones/us-central1-a/instances/trainers-spot-b41q",
+                "zones/us-central1-a/instances/trainers-spot-p0ld"
+            ]),
+        ),
         answer(200, "op_resize_done"),
         1,
     )
     .await;
-    g.mount(
-        call(
-            "POST",
-            compute(&format!("{STANDARD}/resize")),
-            &[("size", "3")],
-        )
-        .with_request_id(),
-        answer(200, "op_resize_done"),
-        1,
-    )
-    .await;
+    g.mount(resize(STANDARD, "3"), answer(200, "op_resize_done"), 1)
+        .await;
     p.set_capacity(&group_ref(), &current, &spec(3, 1))
         .await
         .expect("set_capacity");
@@ -919,7 +872,7 @@ async fn instances_the_mig_cannot_create_count_as_missing_and_the_mig_is_not_gro
 
 /// `describe` answered by `response` on the first call, then the real group.
 async fn first_get_fails(g: &Google, status: u16, error: &str, times: u64) {
-    Mock::given(call("GET", compute(STANDARD), &[]))
+    Mock::given(get_group(STANDARD))
         .respond_with(answer(status, error))
         .up_to_n_times(times)
         .expect(times)
@@ -930,16 +883,10 @@ async fn first_get_fails(g: &Google, status: u16, error: &str, times: u64) {
 
 #[tokio::test]
 async fn rate_limits_are_retried_with_backoff_until_the_call_passes() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     first_get_fails(&g, 403, "error_rate_limit", 2).await;
-    g.mount_group(STANDARD, "igm_standard", "managed_standard")
-        .await;
-    g.mount_templates().await;
-    let group = GroupRef {
-        spot_group: None,
-        ..group_ref()
-    };
+    g.mount_standard().await;
+    let group = standard_only();
     let cap = g
         .provider()
         .describe(&group)
@@ -957,14 +904,9 @@ async fn each_error_class_maps_to_its_kind() {
         (403, "error_forbidden", 1, ErrorKind::Unauthorized),
         (404, "error_not_found", 1, ErrorKind::NotFound),
     ] {
-        let g = Google::start().await;
-        g.mount_token(3599, 1).await;
-        g.mount(
-            call("GET", compute(STANDARD), &[]),
-            answer(status, fixture),
-            times,
-        )
-        .await;
+        let g = Google::with_token().await;
+        g.mount(get_group(STANDARD), answer(status, fixture), times)
+            .await;
         let err = g.provider().describe(&group_ref()).await.unwrap_err();
         assert_eq!(err.kind(), kind, "{fixture}: {err}");
         assert!(err.to_string().contains(STANDARD), "names the group: {err}");
@@ -976,38 +918,24 @@ async fn a_refused_token_is_fetched_again_once_and_a_second_refusal_is_unauthori
     let g = Google::start().await;
     g.mount_token(3599, 2).await;
     first_get_fails(&g, 401, "error_unauthenticated", 1).await;
-    g.mount_group(STANDARD, "igm_standard", "managed_standard")
-        .await;
-    g.mount_templates().await;
-    let group = GroupRef {
-        spot_group: None,
-        ..group_ref()
-    };
+    g.mount_standard().await;
+    let group = standard_only();
     let p = g.provider();
     p.describe(&group).await.expect("a new token works");
     assert_eq!(p.tokens_fetched(), 2);
 
     let g = Google::start().await;
     g.mount_token(3599, 2).await;
-    g.mount(
-        call("GET", compute(STANDARD), &[]),
-        answer(401, "error_unauthenticated"),
-        2,
-    )
-    .await;
+    g.mount(get_group(STANDARD), answer(401, "error_unauthenticated"), 2)
+        .await;
     let err = g.provider().describe(&group).await.unwrap_err();
     assert!(matches!(err, ProviderError::Unauthorized(_)), "{err:?}");
 }
 
 #[tokio::test]
 async fn an_autoscaled_mig_is_not_resized() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
-    g.mount_group(STANDARD, "igm_standard", "managed_standard")
-        .await;
-    g.mount_group(SPOT, "igm_spot_autoscaled", "managed_spot")
-        .await;
-    g.mount_templates().await;
+    let g = Google::with_token().await;
+    g.mount_groups("igm_spot_autoscaled", "managed_spot").await;
     let p = g.provider();
     let current = p.describe(&group_ref()).await.unwrap();
     let err = p
@@ -1024,14 +952,9 @@ async fn an_autoscaled_mig_is_not_resized() {
 
 #[tokio::test]
 async fn the_assertion_is_signed_and_claims_what_google_documents_and_openssl_agrees() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
-    g.mount(
-        call("GET", compute(STANDARD), &[]),
-        answer(404, "error_not_found"),
-        1,
-    )
-    .await;
+    let g = Google::with_token().await;
+    g.mount(get_group(STANDARD), answer(404, "error_not_found"), 1)
+        .await;
     let _ = g.provider().describe(&group_ref()).await;
     let requests = g.server.received_requests().await.unwrap();
     let exchange = requests
@@ -1073,17 +996,10 @@ async fn the_assertion_is_signed_and_claims_what_google_documents_and_openssl_ag
 async fn a_cached_token_is_reused_and_fetched_again_five_minutes_before_it_expires() {
     let g = Google::start().await;
     g.mount_token(3600, 2).await;
-    g.mount(
-        call("GET", compute(STANDARD), &[]),
-        answer(404, "error_not_found"),
-        3,
-    )
-    .await;
+    g.mount(get_group(STANDARD), answer(404, "error_not_found"), 3)
+        .await;
     let p = g.provider();
-    let group = GroupRef {
-        spot_group: None,
-        ..group_ref()
-    };
+    let group = standard_only();
     let _ = p.describe(&group).await;
     // 54 minutes on, the token has six minutes left: still used.
     g.clock.store(START_MS + 54 * 60_000, Ordering::SeqCst);
@@ -1118,7 +1034,7 @@ async fn the_metadata_server_gives_the_token_when_no_key_file_is_set() {
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(call("GET", compute(STANDARD), &[]))
+    Mock::given(get_group(STANDARD))
         .respond_with(answer(404, "error_not_found"))
         .expect(1)
         .mount(&server)
@@ -1135,10 +1051,7 @@ async fn the_metadata_server_gives_the_token_when_no_key_file_is_set() {
         CredentialSource::MetadataServer(host.clone())
     );
     let p = GcpProvider::new(settings).unwrap();
-    let group = GroupRef {
-        spot_group: None,
-        ..group_ref()
-    };
+    let group = standard_only();
     let err = p.describe(&group).await.unwrap_err();
     assert!(
         matches!(err, ProviderError::NotFound(_)),
@@ -1214,8 +1127,7 @@ pub async fn mount_skus_times(g: &Google, times: u64) {
 
 #[tokio::test]
 async fn a_refresh_prices_gpus_plus_host_vcpus_and_memory_from_both_sku_pages() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     mount_skus(&g).await;
     let p = g.provider();
     let types = vec![
@@ -1258,8 +1170,7 @@ async fn a_refresh_prices_gpus_plus_host_vcpus_and_memory_from_both_sku_pages() 
 
 #[tokio::test]
 async fn a_refresh_of_every_gpu_type_names_each_count_by_its_cheapest_host_as_the_catalog_does() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     mount_skus(&g).await;
     let r = g
         .provider()
@@ -1289,8 +1200,7 @@ async fn a_refresh_of_every_gpu_type_names_each_count_by_its_cheapest_host_as_th
 
 #[tokio::test]
 async fn the_refresh_lands_in_the_catalog_for_the_region_and_its_zones() {
-    let g = Google::start().await;
-    g.mount_token(3599, 1).await;
+    let g = Google::with_token().await;
     mount_skus(&g).await;
     let app = TestApp::spawn(Backend::Sqlite).await;
     let catalog = app.state.catalog.get().expect("catalog");

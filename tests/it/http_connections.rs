@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{Backend, TestApp, TestDb, serve_config};
+use crate::common::{Backend, TestApp, TestDb, read_response, serve_config};
 
 /// Only keeps a test from hanging forever when the server never closes or answers; nothing
 /// measures how long it took.
@@ -46,34 +46,10 @@ async fn read_until_closed(stream: &mut TcpStream) -> Option<Vec<u8>> {
 
 /// Reads one response with a Content-Length body from a kept-alive connection; its status.
 async fn read_one_response(stream: &mut TcpStream) -> u16 {
-    let mut received = Vec::new();
-    let mut buf = [0u8; 4096];
-    let read = async {
-        loop {
-            let n = stream.read(&mut buf).await.expect("read response");
-            assert!(n > 0, "connection closed before a full response");
-            received.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&received).to_ascii_lowercase();
-            let Some(end) = text.find("\r\n\r\n") else {
-                continue;
-            };
-            let length: usize = text[..end]
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length: "))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if received.len() >= end + 4 + length {
-                return text
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .expect("status");
-            }
-        }
-    };
-    tokio::time::timeout(HANG_BOUND, read)
+    let (status, _, _) = tokio::time::timeout(HANG_BOUND, read_response(stream))
         .await
-        .expect("no response")
+        .expect("no response");
+    status
 }
 
 /// A connection that has sent one request and been answered, and stays open (keep-alive).

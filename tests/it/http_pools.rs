@@ -104,20 +104,10 @@ async fn policy_defaults_are_filled_in_and_pools_round_trip(backend: Backend) {
     let list = app.get_json("/v1/pools").await;
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
     assert_eq!(list["items"][0]["policy"]["max_workers"], 8);
-    let r = app
-        .client
-        .delete(app.url("/v1/pools/gpu-t4"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.delete("/v1/pools/gpu-t4").await;
     assert_eq!(r.status(), 204);
     assert_problem(app.get("/v1/pools/gpu-t4").await, 404, "name").await;
-    let r = app
-        .client
-        .delete(app.url("/v1/pools/gpu-t4"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.delete("/v1/pools/gpu-t4").await;
     assert_problem(r, 404, "name").await;
 }
 
@@ -656,43 +646,27 @@ async fn workers_are_validated_and_stop(backend: Backend) {
         "name",
     )
     .await;
-    assert_problem(
-        put(
-            &app,
-            "/v1/pools/w/workers/b",
-            &json!({"instance_type": "n1-standard-8", "market": "spot"}),
-        )
-        .await,
-        422,
-        "instance_type",
-    )
-    .await;
-    assert_problem(
-        put(
-            &app,
-            "/v1/pools/w/workers/b",
-            &json!({"instance_type": "g4dn.12xlarge", "market": "reserved"}),
-        )
-        .await,
-        422,
-        "market",
-    )
-    .await;
-    assert_problem(put(&app, "/v1/pools/w/workers/b", &json!({"instance_type": "g4dn.12xlarge", "market": "spot", "started_at": "2999-01-01T00:00:00Z"})).await, 422, "started_at").await;
+    for (field, invalid) in [
+        (
+            "instance_type",
+            json!({"instance_type": "n1-standard-8", "market": "spot"}),
+        ),
+        (
+            "market",
+            json!({"instance_type": "g4dn.12xlarge", "market": "reserved"}),
+        ),
+        (
+            "started_at",
+            json!({"instance_type": "g4dn.12xlarge", "market": "spot", "started_at": "2999-01-01T00:00:00Z"}),
+        ),
+    ] {
+        let r = put(&app, "/v1/pools/w/workers/b", &invalid).await;
+        assert_problem(r, 422, field).await;
+    }
     assert_eq!(app.get_json("/v1/pools/w").await["current"], 1);
-    let r = app
-        .client
-        .delete(app.url("/v1/pools/w/workers/a"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.delete("/v1/pools/w/workers/a").await;
     assert_eq!(r.status(), 204);
-    let r = app
-        .client
-        .delete(app.url("/v1/pools/w/workers/a"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.delete("/v1/pools/w/workers/a").await;
     assert_problem(r, 404, "id").await;
     assert_eq!(app.get_json("/v1/pools/w").await["current"], 0);
 
@@ -916,12 +890,7 @@ async fn the_pool_list_counts_each_pools_live_workers(backend: Backend) {
     }
     add_workers(&app, "list-a", 3, "spot").await;
     add_workers(&app, "list-b", 1, "on_demand").await;
-    let r = app
-        .client
-        .delete(app.url("/v1/pools/list-a/workers/spot-1"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.delete("/v1/pools/list-a/workers/spot-1").await;
     assert_eq!(r.status(), 204);
     let list = app.get_json("/v1/pools").await;
     let counts: Vec<(String, u64)> = list["items"]

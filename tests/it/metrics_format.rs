@@ -172,12 +172,7 @@ async fn random_methods_and_paths_do_not_grow_metrics(backend: Backend) {
     assert!(text.contains("method=\"other\""), "{text}");
     assert!(text.contains("pool=\"gpu-t4\""), "{text}");
 
-    let r = app
-        .client
-        .delete(app.url("/v1/pools/gpu-t4"))
-        .send()
-        .await
-        .unwrap();
+    let r = app.delete("/v1/pools/gpu-t4").await;
     assert!(r.status().is_success(), "{}", r.status());
     let text = app.get("/metrics").await.text().await.unwrap();
     assert!(!text.contains("pool=\"gpu-t4\""), "{text}");

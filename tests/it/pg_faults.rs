@@ -136,20 +136,20 @@ async fn readyz(app: &TestApp) -> u16 {
         .as_u16()
 }
 
-/// Polls `/readyz` until it answers `status`; how long that took from `since`. Fails the test
-/// with `what` if it takes `within`.
+/// Polls `/readyz` from now until it answers `status`: when it started, and how long that
+/// took. Fails the test with `what` if it takes `within_secs`.
 async fn until_readyz(
     app: &TestApp,
     status: u16,
-    since: Instant,
-    within: Duration,
+    within_secs: u64,
     what: &str,
-) -> Duration {
+) -> (Instant, Duration) {
+    let since = Instant::now();
     while readyz(app).await != status {
-        assert!(since.elapsed() < within, "{what}");
+        assert!(since.elapsed() < Duration::from_secs(within_secs), "{what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    since.elapsed()
+    (since, since.elapsed())
 }
 
 /// Posts p4d's use1-az1 spot `price` on `other` and waits until `app` lists it: only a
@@ -220,12 +220,10 @@ async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_its
     // The database goes away for about three seconds.
     ledger.phase.store(1, Ordering::SeqCst);
     proxy.cut();
-    let cut = Instant::now();
-    let not_ready_after = until_readyz(
+    let (cut, not_ready_after) = until_readyz(
         &app,
         503,
-        cut,
-        Duration::from_secs(10),
+        10,
         "/readyz never said 503 while the database was gone",
     )
     .await;
@@ -242,15 +240,8 @@ async fn a_database_outage_under_load_loses_no_acknowledged_sample_and_heals_its
 
     ledger.phase.store(2, Ordering::SeqCst);
     proxy.restore();
-    let restored = Instant::now();
-    let ready_after = until_readyz(
-        &app,
-        200,
-        restored,
-        Duration::from_secs(15),
-        "/readyz did not recover without a restart",
-    )
-    .await;
+    let (restored, ready_after) =
+        until_readyz(&app, 200, 15, "/readyz did not recover without a restart").await;
     // Ingestion itself recovers, not only the probe.
     while ledger.acked_by_phase[2].load(Ordering::Relaxed) < 20 {
         assert!(
@@ -358,12 +349,10 @@ async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() 
     assert_eq!(ingest_one(&app, "before").await.0, 200);
 
     proxy.blackhole();
-    let cut = Instant::now();
-    let not_ready_after = until_readyz(
+    let (cut, not_ready_after) = until_readyz(
         &app,
         503,
-        cut,
-        Duration::from_secs(10),
+        10,
         "/readyz never said 503 while the database was silent",
     )
     .await;
@@ -377,12 +366,10 @@ async fn a_partitioned_database_reads_not_ready_and_everything_heals_after_it() 
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     proxy.restore();
-    let restored = Instant::now();
-    let ready_after = until_readyz(
+    let (restored, ready_after) = until_readyz(
         &app,
         200,
-        restored,
-        Duration::from_secs(30),
+        30,
         "/readyz did not recover from the partition without a restart",
     )
     .await;

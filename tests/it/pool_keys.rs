@@ -2,10 +2,13 @@
 //! such a key reaches its pools and no other, whether the pool is in the path, in the body or
 //! in a listing, on both backends.
 
+use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use crate::common::{Backend, TestApp, assert_problem, client_with_key};
+use crate::common::{
+    Backend, TestApp, assert_problem, client_with_key, trainscaler, trainscaler_ok,
+};
 use crate::http_pools::{create_pool, put, rfc3339_ago, t4_policy};
 use crate::http_remote_write::{gpu_util, write_request};
 use crate::on_both_backends;
@@ -63,17 +66,53 @@ async fn event_count(app: &TestApp, pool: &str) -> usize {
     log["items"].as_array().unwrap().len()
 }
 
-async fn post(
-    client: &reqwest::Client,
+/// Sends `body` as JSON to `path` with `method`, as `key`.
+async fn send(
+    key: &reqwest::Client,
     app: &TestApp,
+    method: Method,
     path: &str,
-    body: Value,
+    body: &Value,
 ) -> reqwest::Response {
-    client.post(app.url(path)).json(&body).send().await.unwrap()
+    key.request(method, app.url(path))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn post(key: &reqwest::Client, app: &TestApp, path: &str, body: Value) -> reqwest::Response {
+    send(key, app, Method::POST, path, &body).await
 }
 
 async fn get(client: &reqwest::Client, app: &TestApp, path: &str) -> reqwest::Response {
     client.get(app.url(path)).send().await.unwrap()
+}
+
+/// Posts `samples` (a JSON array) to the metrics webhook as `key`.
+async fn post_samples(key: &reqwest::Client, app: &TestApp, samples: Value) -> reqwest::Response {
+    post(
+        key,
+        app,
+        "/v1/webhooks/metrics",
+        json!({ "samples": samples }),
+    )
+    .await
+}
+
+/// Posts `events` (a JSON array) to the events webhook as `key`.
+async fn post_events(key: &reqwest::Client, app: &TestApp, events: Value) -> reqwest::Response {
+    post(key, app, "/v1/webhooks/events", json!({ "events": events })).await
+}
+
+/// The `name` of each item of a JSON array.
+fn names(items: &Value) -> Vec<&str> {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect()
 }
 
 fn sample(pool: &str) -> Value {
@@ -87,42 +126,18 @@ fn notice(pool: &str) -> Value {
 async fn a_restricted_key_writes_and_decides_for_its_own_pools_only(backend: Backend) {
     let (app, key) = setup(backend, &["ingest", "decide"], &[OWN]).await;
     // Samples.
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/metrics",
-        json!({"samples": [sample(OTHER)]}),
-    )
-    .await;
+    let r = post_samples(&key, &app, json!([sample(OTHER)])).await;
     assert_problem(r, 403, "samples[0].pool").await;
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/metrics",
-        json!({"samples": [sample(OWN)]}),
-    )
-    .await;
+    let r = post_samples(&key, &app, json!([sample(OWN)])).await;
     assert_eq!(r.status(), 200);
     assert_eq!(stored_samples(&app, OTHER).await, 0);
     assert_eq!(stored_samples(&app, OWN).await, 1);
     // Events, named by pool.
     let before = event_count(&app, OTHER).await;
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/events",
-        json!({"events": [notice(OTHER)]}),
-    )
-    .await;
+    let r = post_events(&key, &app, json!([notice(OTHER)])).await;
     assert_problem(r, 403, "events[0].pool").await;
     assert_eq!(event_count(&app, OTHER).await, before);
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/events",
-        json!({"events": [notice(OWN)]}),
-    )
-    .await;
+    let r = post_events(&key, &app, json!([notice(OWN)])).await;
     assert_eq!(r.status(), 200);
     let out: Value = r.json().await.unwrap();
     assert_eq!(out["recorded"], 1, "{out}");
@@ -141,33 +156,27 @@ async fn a_restricted_key_writes_and_decides_for_its_own_pools_only(backend: Bac
         gpu_util(OWN, "team-a-w", 50.0),
         gpu_util(OTHER, "team-b-w", 50.0),
     ]);
-    let send = |body: Vec<u8>| {
+    let remote_write = |body: Vec<u8>| {
         key.post(app.url("/v1/webhooks/prometheus"))
             .header("content-type", "application/x-protobuf")
             .header("content-encoding", "snappy")
             .body(body)
             .send()
     };
-    assert_problem(send(mixed).await.unwrap(), 403, "pool").await;
+    assert_problem(remote_write(mixed).await.unwrap(), 403, "pool").await;
     assert_eq!(
         stored_samples(&app, OWN).await,
         1,
         "nothing of the request kept"
     );
     let own = write_request(vec![gpu_util(OWN, "team-a-w", 50.0)]);
-    assert_eq!(send(own).await.unwrap().status(), 200);
+    assert_eq!(remote_write(own).await.unwrap().status(), 200);
     assert_eq!(stored_samples(&app, OWN).await, 2);
 }
 
 async fn a_batch_that_touches_another_pool_is_refused_whole(backend: Backend) {
     let (app, key) = setup(backend, &["ingest"], &[OWN]).await;
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/metrics",
-        json!({"samples": [sample(OWN), sample(OWN), sample(OTHER)]}),
-    )
-    .await;
+    let r = post_samples(&key, &app, json!([sample(OWN), sample(OWN), sample(OTHER)])).await;
     assert_problem(r, 403, "samples[2].pool").await;
     assert_eq!(stored_samples(&app, OWN).await, 0, "nothing half-written");
     // A notice that names only its worker is checked against the worker's pool, and one of
@@ -175,13 +184,7 @@ async fn a_batch_that_touches_another_pool_is_refused_whole(backend: Backend) {
     let own_before = event_count(&app, OWN).await;
     let other_before = event_count(&app, OTHER).await;
     let by_worker = |pool: &str| json!({"kind": "rebalance_recommendation", "worker": format!("{pool}-w"), "at": rfc3339_ago(5)});
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/events",
-        json!({"events": [by_worker(OWN), by_worker(OTHER)]}),
-    )
-    .await;
+    let r = post_events(&key, &app, json!([by_worker(OWN), by_worker(OTHER)])).await;
     assert_problem(r, 403, "events[1]").await;
     assert_eq!(
         event_count(&app, OWN).await,
@@ -189,13 +192,7 @@ async fn a_batch_that_touches_another_pool_is_refused_whole(backend: Backend) {
         "nothing half-written"
     );
     assert_eq!(event_count(&app, OTHER).await, other_before);
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/events",
-        json!({"events": [by_worker(OWN)]}),
-    )
-    .await;
+    let r = post_events(&key, &app, json!([by_worker(OWN)])).await;
     assert_eq!(r.status(), 200);
     assert_eq!(event_count(&app, OWN).await, own_before + 1);
 }
@@ -224,21 +221,9 @@ async fn a_restricted_key_reads_and_lists_its_own_pools_only(backend: Backend) {
         assert_eq!(get(&key, &app, &path).await.status(), 200, "{path}");
     }
     let pools: Value = get(&key, &app, "/v1/pools").await.json().await.unwrap();
-    let names: Vec<&str> = pools["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, [OWN]);
+    assert_eq!(names(&pools["items"]), [OWN]);
     let fleet: Value = get(&key, &app, "/fleet").await.json().await.unwrap();
-    let names: Vec<&str> = fleet["pools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, [OWN]);
+    assert_eq!(names(&fleet["pools"]), [OWN]);
     assert_eq!(fleet["totals"]["pools"], 1);
     assert_eq!(
         fleet["totals"]["workers"], 1,
@@ -259,68 +244,35 @@ async fn a_restricted_key_reads_and_lists_its_own_pools_only(backend: Backend) {
 async fn an_admin_key_with_pools_manages_those_pools_and_nothing_global(backend: Backend) {
     let (app, key) = setup(backend, &["admin"], &[OWN, "team-new"]).await;
     let policy = t4_policy();
-    let send = |method: reqwest::Method, path: String, body: Value| {
-        key.request(method, app.url(&path)).json(&body).send()
-    };
     // Pools in its list it may create and change; others not, existing or not.
-    let r = send(
-        reqwest::Method::PUT,
-        "/v1/pools/team-new".into(),
-        policy.clone(),
-    )
-    .await
-    .unwrap();
+    let r = send(&key, &app, Method::PUT, "/v1/pools/team-new", &policy).await;
     assert_eq!(r.status(), 201);
-    let r = send(
-        reqwest::Method::PUT,
-        "/v1/pools/team-c".into(),
-        policy.clone(),
-    )
-    .await
-    .unwrap();
-    assert_problem(r, 403, "name").await;
-    let r = send(
-        reqwest::Method::PUT,
-        format!("/v1/pools/{OTHER}"),
-        policy.clone(),
-    )
-    .await
-    .unwrap();
-    assert_problem(r, 403, "name").await;
+    for path in ["/v1/pools/team-c".to_string(), format!("/v1/pools/{OTHER}")] {
+        let r = send(&key, &app, Method::PUT, &path, &policy).await;
+        assert_problem(r, 403, "name").await;
+    }
     // Workers likewise.
     let worker = json!({"instance_type": "g4dn.12xlarge", "market": "on_demand", "started_at": rfc3339_ago(60)});
-    let r = send(
-        reqwest::Method::PUT,
-        format!("/v1/pools/{OWN}/workers/w2"),
-        worker.clone(),
-    )
-    .await
-    .unwrap();
+    let own_worker = format!("/v1/pools/{OWN}/workers/w2");
+    let r = send(&key, &app, Method::PUT, &own_worker, &worker).await;
     assert_eq!(r.status(), 201);
-    let r = send(
-        reqwest::Method::PUT,
-        format!("/v1/pools/{OTHER}/workers/w2"),
-        worker,
-    )
-    .await
-    .unwrap();
-    assert_problem(r, 403, "name").await;
-    let r = send(
-        reqwest::Method::DELETE,
-        format!("/v1/pools/{OTHER}/workers/{OTHER}-w"),
-        json!({}),
-    )
-    .await
-    .unwrap();
-    assert_problem(r, 403, "name").await;
-    let r = send(
-        reqwest::Method::DELETE,
-        format!("/v1/pools/{OTHER}"),
-        json!({}),
-    )
-    .await
-    .unwrap();
-    assert_problem(r, 403, "name").await;
+    let none = json!({});
+    for (method, path, body) in [
+        (
+            Method::PUT,
+            format!("/v1/pools/{OTHER}/workers/w2"),
+            &worker,
+        ),
+        (
+            Method::DELETE,
+            format!("/v1/pools/{OTHER}/workers/{OTHER}-w"),
+            &none,
+        ),
+        (Method::DELETE, format!("/v1/pools/{OTHER}"), &none),
+    ] {
+        let r = send(&key, &app, method, &path, body).await;
+        assert_problem(r, 403, "name").await;
+    }
     assert_eq!(
         app.get(&format!("/v1/pools/{OTHER}")).await.status(),
         200,
@@ -328,13 +280,8 @@ async fn an_admin_key_with_pools_manages_those_pools_and_nothing_global(backend:
     );
     // Keys and the catalog reach every pool: refused, so a restricted key cannot make itself
     // an unrestricted one.
-    let r = send(
-        reqwest::Method::POST,
-        "/v1/keys".into(),
-        json!({"name": "x", "scopes": ["admin"]}),
-    )
-    .await
-    .unwrap();
+    let unrestricted = json!({"name": "x", "scopes": ["admin"]});
+    let r = post(&key, &app, "/v1/keys", unrestricted).await;
     assert_problem(r, 403, "Authorization").await;
     assert_problem(get(&key, &app, "/v1/keys").await, 403, "Authorization").await;
     let r = key
@@ -402,42 +349,23 @@ async fn a_key_made_with_pool_flags_on_the_command_line_is_restricted(backend: B
     for pool in ["gpu-t4", "gpu-h100"] {
         create_pool(&app, pool, &t4_policy()).await;
     }
-    let cli = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
-            .args(args)
-            .env("DATABASE_URL", &app.db.url)
-            .env("TRAINSCALER_LOG", "warn")
-            .output()
-            .unwrap()
-    };
-    let out = cli(&[
-        "keys", "create", "--scope", "ingest", "--pool", "gpu-t4", "--pool", "gpu-a100",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = trainscaler_ok(
+        &app.db,
+        &[
+            "keys", "create", "--scope", "ingest", "--pool", "gpu-t4", "--pool", "gpu-a100",
+        ],
     );
     let key = client_with_key(String::from_utf8(out.stdout).unwrap().trim());
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/metrics",
-        json!({"samples": [sample("gpu-h100")]}),
-    )
-    .await;
+    let r = post_samples(&key, &app, json!([sample("gpu-h100")])).await;
     assert_problem(r, 403, "samples[0].pool").await;
-    let r = post(
-        &key,
-        &app,
-        "/v1/webhooks/metrics",
-        json!({"samples": [sample("gpu-t4")]}),
-    )
-    .await;
+    let r = post_samples(&key, &app, json!([sample("gpu-t4")])).await;
     assert_eq!(r.status(), 200);
-    let list = String::from_utf8(cli(&["keys", "list"]).stdout).unwrap();
+    let list = String::from_utf8(trainscaler(&app.db, &["keys", "list"]).stdout).unwrap();
     assert!(list.contains("gpu-a100,gpu-t4"), "{list}");
-    let bad = cli(&["keys", "create", "--scope", "read", "--pool", "GPU"]);
+    let bad = trainscaler(
+        &app.db,
+        &["keys", "create", "--scope", "read", "--pool", "GPU"],
+    );
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("lowercase"));
 }

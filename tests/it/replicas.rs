@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{Backend, TestApp, aws_fixture, p4d_use1_az1_spot, serve_config};
+use crate::common::{
+    Backend, TestApp, aws_fixture, p4d_use1_az1_spot, serve_config, trainscaler_ok,
+};
 
 /// Polls `app` until p4d's listed spot price is `expected`, within a generous bound.
 async fn wait_for_spot(app: &TestApp, expected: f64, within: Duration) {
@@ -49,23 +51,14 @@ async fn a_cli_import_into_the_sqlite_file_reaches_the_running_server() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("vms.csv");
     std::fs::write(&file, aws_fixture("7.77")).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainscaler"))
-        .args([
-            "catalog",
-            "import",
-            "--provider",
-            "aws",
-            file.to_str().unwrap(),
-        ])
-        .env("DATABASE_URL", &app.db.url)
-        .env("TRAINSCALER_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args = [
+        "catalog",
+        "import",
+        "--provider",
+        "aws",
+        file.to_str().unwrap(),
+    ];
+    trainscaler_ok(&app.db, &args);
     // The test server polls every 200 ms.
     wait_for_spot(&app, 7.77, Duration::from_secs(20)).await;
 }

@@ -6,23 +6,29 @@ use trainscaler::core::catalog::{Market, OfferingKey};
 use trainscaler::core::money::Micros;
 use trainscaler::store::{CatalogImport, HistoryFilter, NewObservation, Store, StoreError};
 
-use crate::common::{Backend, TestDb, aws_fixture};
+use crate::common::{Backend, aws_fixture, fresh_store};
 use crate::on_both_backends;
 
 const T0: i64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
-async fn fresh_store(backend: Backend) -> (TestDb, Store) {
-    let db = TestDb::new(backend).await;
-    let store = open_store(&db.config()).await.expect("open store");
-    (db, store)
+async fn import(store: &Store, csv: &str, observed_at_ms: i64) -> trainscaler::store::ImportReport {
+    try_import(store, "aws", csv, observed_at_ms)
+        .await
+        .expect("import")
 }
 
-async fn import(store: &Store, csv: &str, observed_at_ms: i64) -> trainscaler::store::ImportReport {
+/// Imports `csv` (AWS offerings in SkyPilot's layout) as `provider`'s catalog.
+async fn try_import(
+    store: &Store,
+    provider: &str,
+    csv: &str,
+    observed_at_ms: i64,
+) -> Result<trainscaler::store::ImportReport, StoreError> {
     let offerings = skypilot::parse("aws", csv).expect("fixture parses");
     store
         .import_catalog(
             CatalogImport {
-                provider: "aws",
+                provider,
                 offerings: &offerings,
                 observed_at_ms,
                 source: "import",
@@ -30,7 +36,6 @@ async fn import(store: &Store, csv: &str, observed_at_ms: i64) -> trainscaler::s
             observed_at_ms,
         )
         .await
-        .expect("import")
 }
 
 async fn all_history(store: &Store) -> Vec<trainscaler::store::PricePoint> {
@@ -134,17 +139,7 @@ async fn a_changed_spec_updates_the_offering_in_place(backend: Backend) {
 
 async fn importing_for_an_unknown_provider_fails(backend: Backend) {
     let (_db, store) = fresh_store(backend).await;
-    let offerings = skypilot::parse("aws", &aws_fixture("1")).unwrap();
-    let err = store
-        .import_catalog(
-            CatalogImport {
-                provider: "nosuchcloud",
-                offerings: &offerings,
-                observed_at_ms: T0,
-                source: "import",
-            },
-            T0,
-        )
+    let err = try_import(&store, "nosuchcloud", &aws_fixture("1"), T0)
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::UnknownProvider(p) if p == "nosuchcloud"));
@@ -355,19 +350,7 @@ async fn an_import_conflicting_midway_writes_nothing(backend: Backend) {
     );
     // A new offering first, then a different p4d spot price at the same observation time.
     let csv = aws_fixture("9.99") + "g5.2xlarge,A10G,1.0,8.0,32.0,,1.212,,us-east-1,,x86_64\n";
-    let offerings = skypilot::parse("aws", &csv).unwrap();
-    let err = store
-        .import_catalog(
-            CatalogImport {
-                provider: "aws",
-                offerings: &offerings,
-                observed_at_ms: T0,
-                source: "import",
-            },
-            T0,
-        )
-        .await
-        .unwrap_err();
+    let err = try_import(&store, "aws", &csv, T0).await.unwrap_err();
     assert!(
         matches!(
             err,

@@ -2,43 +2,13 @@
 //! statement gives what reading the pools and then each pool's workers gave, which is how
 //! `GET /v1/pools` counted before.
 
-use serde_json::json;
-use trainscaler::app::open_store;
-use trainscaler::core::catalog::Market;
 use trainscaler::core::policy::Policy;
-use trainscaler::store::{NewWorker, Store};
+use trainscaler::store::Store;
 
-use crate::common::{Backend, TestDb};
+use crate::common::{Backend, fresh_store, g5_spot_policy, g5_spot_worker};
 use crate::on_both_backends;
 
 const T0: i64 = 1_796_112_000_000; // 2026-12-01T08:00:00Z
-
-fn policy(max_workers: u32) -> Policy {
-    serde_json::from_value(json!({
-        "provider": "aws", "region": "us-east-1", "zones": [],
-        "instance_types": [{"instance_type": "g5.xlarge", "markets": ["spot"]}],
-        "gpus_per_worker": 1, "mode": "utilization", "target_utilization": 0.7,
-        "tolerance": 0.1, "min_workers": 0, "max_workers": max_workers, "max_step_percent": 50.0,
-        "min_step": 1, "scale_up_cooldown_sec": 0, "scale_down_cooldown_sec": 300,
-        "stabilization_window_sec": 300, "idle_to_zero_after_sec": 600,
-        "idle_utilization_threshold": 0.05, "on_demand_base": 0, "spot_percentage": 100,
-        "daily_budget": null, "budget_action": "alarm", "signal_max_age_sec": 120,
-        "capacity_error_backoff_sec": 600, "interruption_window_sec": 3600,
-        "max_interruption_rate": 0.2
-    }))
-    .expect("a complete policy")
-}
-
-fn worker(id: &str) -> NewWorker {
-    NewWorker {
-        id: id.into(),
-        instance_type: "g5.xlarge".into(),
-        market: Market::Spot,
-        zone: Some("us-east-1a".into()),
-        started_at_ms: T0,
-        aliases: Vec::new(),
-    }
-}
 
 /// What the list showed of a pool: name, policy, target, times and live workers.
 type Listed = (String, Policy, Option<u32>, i64, i64, u64);
@@ -80,15 +50,14 @@ async fn one_query_for_all(store: &Store) -> Vec<Listed> {
 }
 
 async fn several_pools_list_as_they_did_with_a_query_per_pool(backend: Backend) {
-    let db = TestDb::new(backend).await;
-    let store = open_store(&db.config()).await.expect("open store");
+    let (_db, store) = fresh_store(backend).await;
     assert!(one_query_for_all(&store).await.is_empty());
 
     // Created out of name order, with different policies and times.
     for (i, name) in ["gpu-b", "gpu-a", "idle", "gpu-c"].into_iter().enumerate() {
         let at = T0 + i as i64 * 1_000;
         store
-            .put_pool(name, &policy(4 + i as u32), at)
+            .put_pool(name, &g5_spot_policy(4 + i as u32), at)
             .await
             .expect("pool");
     }
@@ -102,7 +71,7 @@ async fn several_pools_list_as_they_did_with_a_query_per_pool(backend: Backend) 
         ("gpu-c", "w-9"),
     ] {
         store
-            .put_worker(pool, &worker(id), T0 + 10_000)
+            .put_worker(pool, &g5_spot_worker(id, &[], T0), T0 + 10_000)
             .await
             .expect("worker")
             .expect("the pool exists");

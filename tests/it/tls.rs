@@ -6,10 +6,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use trainscaler::config::ServeConfig;
+
 use crate::common::{Backend, TestApp, TestDb, serve_config};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_http_port_speaks_tls_with_the_configured_certificate() {
+/// A server on SQLite that speaks TLS with a new self-signed certificate for `localhost`,
+/// its settings changed by `adjust`; the certificate, and the folder holding its files.
+async fn spawn_tls(
+    adjust: impl FnOnce(&mut ServeConfig),
+) -> (TestApp, rcgen::Certificate, tempfile::TempDir) {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
@@ -18,7 +23,14 @@ async fn the_http_port_speaks_tls_with_the_configured_certificate() {
     let mut serve = serve_config(false);
     serve.tls_cert = Some(cert_path);
     serve.tls_key = Some(key_path);
+    adjust(&mut serve);
     let app = TestApp::spawn_with(Arc::new(TestDb::new(Backend::Sqlite).await), serve).await;
+    (app, cert.cert, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_port_speaks_tls_with_the_configured_certificate() {
+    let (app, cert, _dir) = spawn_tls(|_| {}).await;
     let token = app.db.admin_token.get().expect("admin key written").clone();
     let base = format!("https://localhost:{}", app.addr.port());
 
@@ -27,32 +39,20 @@ async fn the_http_port_speaks_tls_with_the_configured_certificate() {
     let _stalled = tokio::net::TcpStream::connect(app.addr).await.unwrap();
 
     let trusting = reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.pem().as_bytes()).unwrap())
         .resolve("localhost", app.addr)
         // Under the server's 10 s handshake timeout: a loop blocked on the stalled client
         // would fail this, not merely slow it.
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
-    let r = trusting
-        .get(format!("{base}/healthz"))
-        .send()
-        .await
-        .unwrap();
+    let get = |path: &str| trusting.get(format!("{base}{path}"));
+    let r = get("/healthz").send().await.unwrap();
     assert_eq!(r.status(), 200);
     // Auth works the same over TLS: refused without the key, answered with it.
-    let r = trusting
-        .get(format!("{base}/v1/pools"))
-        .send()
-        .await
-        .unwrap();
+    let r = get("/v1/pools").send().await.unwrap();
     assert_eq!(r.status(), 401);
-    let r = trusting
-        .get(format!("{base}/v1/pools"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
+    let r = get("/v1/pools").bearer_auth(&token).send().await.unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
 
     // A client that does not trust the certificate is refused in the handshake.
@@ -85,19 +85,10 @@ async fn a_tls_client_that_stalls_in_its_request_head_is_disconnected() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio_rustls::rustls;
 
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
-    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
-    let mut serve = serve_config(false);
-    serve.tls_cert = Some(cert_path);
-    serve.tls_key = Some(key_path);
-    serve.header_read_timeout_secs = 1;
-    let app = TestApp::spawn_with(Arc::new(TestDb::new(Backend::Sqlite).await), serve).await;
+    let (app, cert, _dir) = spawn_tls(|serve| serve.header_read_timeout_secs = 1).await;
 
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.cert.der().clone()).unwrap();
+    roots.add(cert.der().clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let client = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
