@@ -30,6 +30,9 @@
 #    p99 and their ratio to the run without a flood, the legitimate 5xx, the flood's answers
 #    by class, and the server's peak RSS during the run. A server that passes
 #    $BENCH_RSS_LIMIT_MIB (default 4096) is killed so that a flood cannot take the machine.
+#    Then the control runs: the same floods aimed at the bare axum server while the legitimate
+#    traffic still goes to trainscaler, which separates what the machine loses (two wrk and
+#    two servers on the same cores) from what trainscaler spends refusing.
 # 7. Prints the summary: every ratio of issue 21 and the hostile figures of issue 17, each
 #    beside its target.
 # Fails if any response to legitimate traffic was not 2xx or any request errored (a benchmark
@@ -249,21 +252,30 @@ run() {
     check "$name"
 }
 
-# The bare axum server runs only for its own measurement, so it takes nothing from the others.
-run_bare() {
-    local bare_port peak
+# The bare axum server runs only while it is measured or flooded, so it takes nothing from
+# the other runs. start_bare sets bare (its pid) and bare_base.
+start_bare() {
+    local bare_port
     bare_port=$(free_port)
     "$bare_bin" "127.0.0.1:$bare_port" 2>"$work/bare.log" &
     bare=$!
+    bare_base="http://127.0.0.1:$bare_port"
     for _ in $(seq 1 100); do
-        curl -fs "http://127.0.0.1:$bare_port/healthz" >/dev/null 2>&1 && break
+        curl -fs "$bare_base/healthz" >/dev/null 2>&1 && break
         sleep 0.1
     done
-    measure "$threads" "$connections" "$BENCH_DIR/get.lua" "http://127.0.0.1:$bare_port/healthz"
-    peak=$(peak_rss_mib "$bare")
+}
+stop_bare() {
     kill "$bare" 2>/dev/null || true
     wait "$bare" 2>/dev/null || true
     bare=""
+}
+run_bare() {
+    local peak
+    start_bare
+    measure "$threads" "$connections" "$BENCH_DIR/get.lua" "$bare_base/healthz"
+    peak=$(peak_rss_mib "$bare")
+    stop_bare
     RPS[bare]=$rps
     P99[bare]=$p99
     row "GET /healthz, bare axum (examples/)" "$rps" "$p50" "$p99" "$(ratio "$rps" "$baseline")" "$non2xx" "$errors" "$peak"
@@ -286,17 +298,19 @@ watch_rss() {
 
 hostile_results="$work/hostile"
 half=$((connections / 2))
-# hostile KEY NAME [FLOOD_SCRIPT FLOOD_PATH]: legitimate POST /decide {job} on half the
-# connections, beside a flood on the other half (or alone, without a flood script).
+# hostile KEY NAME [FLOOD_SCRIPT FLOOD_PATH [FLOOD_BASE]]: legitimate POST /decide {job} on
+# half the connections, beside a flood on the other half (or alone, without a flood script).
+# The flood goes to the server unless FLOOD_BASE names another (the control runs).
 hostile() {
-    local key=$1 name=$2 flood_script=${3:-} flood_path=${4:-} flood="" watcher peak flood_out=""
+    local key=$1 name=$2 flood_script=${3:-} flood_path=${4:-} flood_base=${5:-$base}
+    local flood="" watcher peak flood_out=""
     reset_peak "$server"
     watch_rss &
     watcher=$!
     if [[ -n "$flood_script" ]]; then
         # The flood starts first and outlasts the legitimate run.
         wrk -t1 -c"$half" -d"$((duration + 2))s" --timeout 10s -s "$flood_script" \
-            "$base$flood_path" >"$work/flood.out" 2>&1 &
+            "$flood_base$flood_path" >"$work/flood.out" 2>&1 &
         flood=$!
         sleep 1
     fi
@@ -358,6 +372,18 @@ if [[ "$hostile" == 1 ]]; then
         hostile methods "made-up HTTP methods" "$BENCH_DIR/flood_methods.lua" /healthz &&
         hostile webhook "${BENCH_FLOOD_MIB} MiB unsigned webhooks" "$BENCH_DIR/flood_webhook.lua" /v1/webhooks/metrics ||
         true
+    # The control: the same floods aimed at the bare axum server while the legitimate traffic
+    # still goes to trainscaler. What the legitimate traffic loses here is the machine's (wrk
+    # and a second server sharing 2 cores); what it loses beyond this above is the cost of
+    # refusing inside trainscaler.
+    if [[ -n "$server" ]]; then
+        start_bare
+        hostile ctl_bad_token "control: tokens -> bare" "$BENCH_DIR/flood_bad_token.lua" /v1/offerings "$bare_base" &&
+            hostile ctl_methods "control: methods -> bare" "$BENCH_DIR/flood_methods.lua" /healthz "$bare_base" &&
+            hostile ctl_webhook "control: webhooks -> bare" "$BENCH_DIR/flood_webhook.lua" /v1/webhooks/metrics "$bare_base" ||
+            true
+        stop_bare
+    fi
 fi
 
 target_row() {
@@ -380,6 +406,10 @@ if [[ "$hostile" == 1 ]]; then
     echo
     echo "hostile runs (issue 17: legitimate req/s >= 0.8 of the run without a flood, no 5xx, peak RSS < 150 MB = 143 MiB)"
     cat "$hostile_results"
+    echo "the server's own cost of refusing (each flood's ratio over its control's):"
+    for f in bad_token methods webhook; do
+        printf '  %-10s %s\n' "$f" "$(ratio "${RPS[$f]:-0}" "${RPS[ctl_$f]:-0}")"
+    done
 fi
 
 if [[ "$failed" != 0 ]]; then
