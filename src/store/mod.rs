@@ -4,6 +4,7 @@
 //! (transactions, locks, notifications, bulk inserts); each has its own migrations.
 //! PostgreSQL adds cross-replica change notification.
 
+mod activity_announcer;
 mod backend;
 mod catalog_rows;
 mod catalog_sql;
@@ -392,7 +393,7 @@ impl Store {
         busy: impl Fn(&Policy, &NewSample) -> bool,
         now_ms: i64,
     ) -> StoreResult<IngestReport> {
-        dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, None).await)
+        self.ingest_once(samples, busy, now_ms, None).await
     }
 
     /// [`ingest`](Self::ingest), claiming an idempotency key in its transaction.
@@ -403,7 +404,12 @@ impl Store {
         now_ms: i64,
         once: Option<Once<'_, IngestReport>>,
     ) -> StoreResult<IngestReport> {
-        dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, once).await)
+        let report =
+            dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, once).await)?;
+        if let Store::Postgres(pg) = self {
+            pg.announce_activity_soon(report.active_pools.iter().chain(&report.quiet_pools));
+        }
+        Ok(report)
     }
 
     pub async fn record_notices(

@@ -8,6 +8,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
+use super::activity_announcer::ActivityAnnouncer;
 use super::backend::{Backend, Conn, Decoded, Tx};
 use super::signal_sql::{LatestRow, UPSERT_LATEST_TAIL};
 use super::stmt::{Stmt, arguments};
@@ -99,6 +100,7 @@ async fn advisory_xact_lock(tx: &mut Transaction<'static, Postgres>, key: i64) -
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    announcer: ActivityAnnouncer,
 }
 
 impl PgStore {
@@ -113,7 +115,14 @@ impl PgStore {
             .acquire_timeout(options.acquire_timeout)
             .connect(url)
             .await?;
-        Ok(Self { pool })
+        let announcer = ActivityAnnouncer::start(pool.clone());
+        Ok(Self { pool, announcer })
+    }
+
+    /// Tells every replica, soon after this call, that `pools` have work (for KEDA's
+    /// activation); see [`ActivityAnnouncer`] for why this is not part of the commit.
+    pub(super) fn announce_activity_soon<'a>(&self, pools: impl IntoIterator<Item = &'a String>) {
+        self.announcer.announce(pools);
     }
 
     pub fn pool(&self) -> &PgPool {

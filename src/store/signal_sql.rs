@@ -149,9 +149,6 @@ pub(super) async fn ingest<B: Backend>(
         .filter(|p| !active_pools.contains(p))
         .collect();
     quiet_pools.dedup();
-    for pool in active_pools.iter().chain(&quiet_pools) {
-        B::announce_activity(&mut tx, pool).await?;
-    }
     let total = samples.len() as u64;
     let report = IngestReport {
         accepted: total,

@@ -60,6 +60,7 @@ mod sim_trace_fuzz;
 mod simulate;
 mod sns_webhook;
 mod startup_wait;
+mod store_activity;
 mod store_aliases;
 mod store_contract;
 mod store_pool_list;
