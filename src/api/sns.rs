@@ -72,7 +72,7 @@ pub async fn post_sns(
     }
     let now = now_ms();
     sns.check(&envelope, now).await.map_err(|e| match e {
-        SnsError::Fetch { .. } => ApiError::unavailable(e.to_string()),
+        SnsError::Fetch { .. } | SnsError::TooManyFetches => ApiError::unavailable(e.to_string()),
         SnsError::Topic(_) => ApiError::refused("TopicArn", e.to_string()),
         SnsError::Stale(_) => ApiError::refused("Timestamp", e.to_string()),
         SnsError::Signature(ref s @ SignatureError::UntrustedUrl(_)) => {

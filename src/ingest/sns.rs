@@ -2,9 +2,19 @@
 //! allowed topic (`TRAINSCALER_SNS_TOPIC_ARN`), signed by SNS (the certificate fetched from an
 //! SNS host and cached by URL) and at most [`MAX_AGE_MS`] old. A subscription is confirmed by
 //! GETting its `SubscribeURL`, which must be on an SNS host too.
+//!
+//! Anyone may post an envelope (topic ARNs are not secret), and the signature can only be
+//! checked after the certificate is fetched, so each new `SigningCertURL` would make the
+//! server fetch for an anonymous caller. Fetches of certificates not yet cached therefore go
+//! one at a time, at most [`CERT_FETCHES_PER_MINUTE`] a minute (beyond: 503 with
+//! `Retry-After`, which SNS retries), and read at most [`MAX_CERT_BYTES`]. Deliveries signed
+//! with a cached certificate are never held up by this.
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
+
+use governor::{DefaultDirectRateLimiter, Quota};
 
 use super::sns_signature::{self, Envelope, SignatureError};
 use crate::timefmt::parse_rfc3339_ms;
@@ -16,6 +26,11 @@ pub const MAX_AGE_MS: i64 = 3_600_000;
 const MAX_SKEW_MS: i64 = 300_000;
 /// Certificates kept; SNS rotates them rarely, so a few suffice.
 const MAX_CACHED_CERTS: usize = 16;
+/// Fetches of certificates not cached yet, a minute: SNS signs with one certificate per region
+/// for months, so a legitimate server fetches a handful in its life.
+pub const CERT_FETCHES_PER_MINUTE: u32 = 6;
+/// SNS's certificates are under 2 KiB; a larger answer is not one.
+pub const MAX_CERT_BYTES: usize = 16 * 1024;
 
 /// What the SNS route is configured with.
 #[derive(Debug, Clone, Default)]
@@ -37,6 +52,11 @@ pub enum SnsError {
     Stale(String),
     #[error("cannot fetch {url}: {problem}")]
     Fetch { url: String, problem: String },
+    #[error(
+        "more than {CERT_FETCHES_PER_MINUTE} new signing certificates asked for in a minute; \
+         try again later"
+    )]
+    TooManyFetches,
 }
 
 /// Checks envelopes and confirms subscriptions; cheap to share.
@@ -45,6 +65,9 @@ pub struct SnsVerifier {
     settings: SnsSettings,
     http: reqwest::Client,
     certs: Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    /// Held while a certificate is fetched: one outbound fetch at a time.
+    fetching: tokio::sync::Mutex<()>,
+    fetch_budget: DefaultDirectRateLimiter,
 }
 
 impl SnsVerifier {
@@ -58,6 +81,10 @@ impl SnsVerifier {
             settings,
             http,
             certs: Mutex::default(),
+            fetching: tokio::sync::Mutex::new(()),
+            fetch_budget: DefaultDirectRateLimiter::direct(Quota::per_minute(
+                NonZeroU32::new(CERT_FETCHES_PER_MINUTE).unwrap_or(NonZeroU32::MIN),
+            )),
         })
     }
 
@@ -113,15 +140,23 @@ impl SnsVerifier {
     }
 
     async fn certificate(&self, url: &str) -> Result<Arc<Vec<u8>>, SnsError> {
-        if let Some(c) = self.lock().get(url) {
-            return Ok(c.clone());
+        if let Some(c) = self.cached(url) {
+            return Ok(c);
         }
         let parsed = self.trusted(url)?;
+        let _one_at_a_time = self.fetching.lock().await;
+        // Another delivery may have fetched it while this one waited.
+        if let Some(c) = self.cached(url) {
+            return Ok(c);
+        }
+        if self.fetch_budget.check().is_err() {
+            return Err(SnsError::TooManyFetches);
+        }
         let fetch = |problem: String| SnsError::Fetch {
             url: url.to_string(),
             problem,
         };
-        let response = self
+        let mut response = self
             .http
             .get(parsed)
             .send()
@@ -130,17 +165,35 @@ impl SnsVerifier {
         if !response.status().is_success() {
             return Err(fetch(format!("HTTP {}", response.status())));
         }
-        let pem = response
-            .bytes()
+        let too_large = || fetch(format!("the answer is larger than {MAX_CERT_BYTES} bytes"));
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_CERT_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut pem = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
             .await
-            .map_err(|err| fetch(err.to_string()))?;
-        let pem = Arc::new(pem.to_vec());
+            .map_err(|err| fetch(err.to_string()))?
+        {
+            if pem.len() + chunk.len() > MAX_CERT_BYTES {
+                return Err(too_large());
+            }
+            pem.extend_from_slice(&chunk);
+        }
+        let pem = Arc::new(pem);
         let mut certs = self.lock();
         if certs.len() >= MAX_CACHED_CERTS {
             certs.clear();
         }
         certs.insert(url.to_string(), pem.clone());
         Ok(pem)
+    }
+
+    fn cached(&self, url: &str) -> Option<Arc<Vec<u8>>> {
+        self.lock().get(url).cloned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Vec<u8>>>> {

@@ -10,7 +10,7 @@ use base64::engine::general_purpose::STANDARD;
 use rustls_pki_types::PrivatePkcs8KeyDer;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
+use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::common::{Backend, TestApp, TestDb, serve_config};
@@ -216,6 +216,72 @@ async fn sns_route_is_off_without_topics(backend: Backend) {
     let body = json!({"Type": "Notification"});
     let (status, _) = deliver(&app, &body).await;
     assert_eq!(status, 404);
+}
+
+/// Anyone can post an envelope naming a new `SigningCertURL`: the server fetches at most
+/// `CERT_FETCHES_PER_MINUTE` uncached certificates a minute for them (then 503, which SNS
+/// retries) and stops reading an answer larger than a certificate.
+#[tokio::test]
+async fn anonymous_envelopes_cannot_make_the_server_fetch_without_bound() {
+    let mock = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/huge.pem"))
+        .respond_with(ResponseTemplate::new(200).set_body_bytes(vec![b'A'; 1 << 20]))
+        .mount(&mock)
+        .await;
+    Mock::given(method("GET"))
+        .and(path_regex(r"^/SimpleNotificationService-[0-9]+\.pem$"))
+        .respond_with(ResponseTemplate::new(404))
+        .mount(&mock)
+        .await;
+    let mut serve = serve_config(false);
+    serve.sns_topic_arns = vec![TOPIC.to_string()];
+    serve.sns_trusted_url_prefix = Some(format!("{}/", mock.uri()));
+    let app = TestApp::spawn_with(Arc::new(TestDb::new(Backend::Sqlite).await), serve).await;
+    let now = rfc3339_ago(0);
+
+    let (status, out) = deliver(
+        &app,
+        &notification(
+            &format!("{}/huge.pem", mock.uri()),
+            &spot_warning("i-0a"),
+            &now,
+        ),
+    )
+    .await;
+    assert_eq!(status, 503, "{out}");
+    assert!(
+        out["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("larger than 16384 bytes"),
+        "{out}"
+    );
+
+    let mut refused = 0;
+    for i in 0..20 {
+        let url = format!("{}/SimpleNotificationService-{i}.pem", mock.uri());
+        let (status, out) = deliver(&app, &notification(&url, &spot_warning("i-0a"), &now)).await;
+        assert_eq!(status, 503, "{out}");
+        if out["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("new signing certificates")
+        {
+            refused += 1;
+        }
+    }
+    let fetched = mock.received_requests().await.map_or(0, |r| r.len());
+    // One more may fit if the test straddles the budget's refill (one every ten seconds).
+    assert!(
+        (6..=7).contains(&fetched),
+        "{fetched} certificate fetches for 21 envelopes"
+    );
+    assert_eq!(
+        refused,
+        21 - fetched,
+        "the rest were refused without a fetch"
+    );
 }
 
 crate::on_both_backends!(
