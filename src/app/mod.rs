@@ -19,4 +19,4 @@ pub use reconciler::{ReconcilerHandle, start_reconciler, start_reconciler_named}
 pub use serve::serve;
 pub use shutdown::shutdown_signal;
 pub use startup::{open_store, prepare, seed_bundled_catalog};
-pub use state::{AppState, IngestBodyLimits};
+pub use state::{AppState, IngestBodyLimits, Shared};

@@ -9,7 +9,7 @@ use backon::{ExponentialBuilder, Retryable};
 use tokio::sync::broadcast;
 
 use super::background::{follow_activity, prune_idempotency_keys, prune_samples};
-use super::state::{AppState, IngestBodyLimits};
+use super::state::{AppState, IngestBodyLimits, Shared};
 use crate::auth::Auth;
 use crate::catalog::bundled::BUNDLED;
 use crate::catalog::gpu_facts::{BUNDLED_GPUS_CSV, parse_gpu_facts};
@@ -114,7 +114,7 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
     let (activity, _) = broadcast::channel(1024);
     follow_activity(store.clone(), activity.clone(), auth.clone());
     let (dirty, _) = broadcast::channel(1024);
-    Ok(AppState {
+    Ok(AppState::new(Shared {
         activity,
         dirty,
         store,
@@ -136,7 +136,7 @@ pub async fn prepare(config: &Config, serve: &ServeConfig) -> anyhow::Result<App
                 .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
         )),
         provider_status: Arc::default(),
-    })
+    }))
 }
 
 /// Makes the first admin key on a database that never had one, or says loudly that
