@@ -5,7 +5,8 @@
 #    the bare axum server of examples/bare_healthz.rs (same lock file, features and profile).
 # 2. Drops and recreates the database $BENCH_DB (default trainscaler_bench) on $BENCH_PG
 #    (default the local PostgreSQL, postgres://postgres@127.0.0.1:5432, trust auth).
-# 3. Starts `trainscaler serve` on it on a free loopback port: ingestion rate limits off, a
+# 3. Starts `trainscaler serve` on it on a free loopback port: ingestion rate limits (requests
+#    and samples per key) off, a
 #    concurrency limit above wrk's connections (nothing is shed), the reconciler off (this
 #    measures the API, not actuation).
 # 4. Mints an API key with `trainscaler keys create --scope decide,ingest,read` and, with the
@@ -137,6 +138,7 @@ max_concurrent=$((connections * 2 > 512 ? connections * 2 : 512))
 TRAINSCALER_BIND="127.0.0.1:$port" TRAINSCALER_GRPC_BIND="127.0.0.1:0" TRAINSCALER_LOG=warn \
     TRAINSCALER_REQUEST_TIMEOUT_SECS="$timeout" \
     TRAINSCALER_ADMIN_KEY_FILE="$work/admin.key" TRAINSCALER_INGEST_RATE_PER_SEC=0 \
+    TRAINSCALER_INGEST_SAMPLES_PER_SEC=0 \
     TRAINSCALER_MAX_CONCURRENT_REQUESTS="$max_concurrent" TRAINSCALER_RECONCILE=false \
     "$bin" serve 2>"$work/server.log" &
 server=$!
