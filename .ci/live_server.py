@@ -27,7 +27,9 @@ def binary():
     path = os.environ.get("TRAINSCALER_BIN")
     if not path:
         subprocess.run(["cargo", "build", "--quiet", "--bin", "trainscaler"], cwd=ROOT, check=True)
-        path = str(ROOT / "target" / "debug" / "trainscaler")
+        # Where cargo put it: CARGO_TARGET_DIR when set (relative to the repository, where
+        # cargo ran), else target/.
+        path = str(ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "debug" / "trainscaler")
     return path
 
 
