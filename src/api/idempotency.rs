@@ -31,7 +31,6 @@ use crate::app::AppState;
 use crate::auth::scope::Scope;
 use crate::auth::verifier::Principal;
 use crate::store::{IdempotencyClaim, Once, StoredKey, StoredResponse};
-use crate::timefmt::now_ms;
 
 /// The request header that names a batch.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -161,7 +160,9 @@ pub async fn idempotent(State(state): State<AppState>, req: Request, next: Next)
         Err(e) => return e.into_response(),
     };
     let hash = request_hash(&parts.method, &route, &bytes);
-    let now = now_ms();
+    // The application's clock: a key's time to live is the service's own rule, so tests move
+    // time forward instead of waiting it out.
+    let now = state.clock.now_ms();
     match state
         .store
         .idempotency_key(&caller, &route, &key, now)
@@ -189,7 +190,12 @@ pub async fn idempotent(State(state): State<AppState>, req: Request, next: Next)
     // as the duplicate was answered. Any other 409 (a conflicting price) finds no key.
     match state
         .store
-        .idempotency_key(&claim.caller, &claim.route, &claim.key, now_ms())
+        .idempotency_key(
+            &claim.caller,
+            &claim.route,
+            &claim.key,
+            state.clock.now_ms(),
+        )
         .await
     {
         Ok(Some(stored)) => answer_stored(stored, &claim.request_hash),

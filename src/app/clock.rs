@@ -1,6 +1,8 @@
 //! The application's clock: the wall clock, plus an offset that only tests move. Pool
-//! decisions read the time from here, so a test of cooldowns and idle-to-zero moves time
-//! forward instead of sleeping through it. The reconciler, leases and timeouts keep the real
+//! decisions, KEDA's wait until a decision's next evaluation, and idempotency keys' time to
+//! live read the time from here, so a test of cooldowns, idle-to-zero or key expiry moves
+//! time forward instead of sleeping through it. The reconciler, leases, timeouts and the
+//! checks of outside credentials (signature timestamps, tokens, SNS envelopes) keep the real
 //! clock: for them real time is the subject.
 
 use std::sync::atomic::{AtomicI64, Ordering};

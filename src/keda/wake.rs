@@ -12,15 +12,15 @@
 //!   the answer may change without new signals. This is how `false` reaches KEDA when a pool
 //!   goes idle, without waiting for KEDA's next poll.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
-use crate::app::AppState;
+use crate::app::{AppState, Clock};
 use crate::fleet::pool_decision::PoolDecision;
-use crate::timefmt::now_ms;
 
 /// A timer that fires sooner than this would only repeat the same decision: the core's next
 /// evaluation is always after "now", but clocks are read in whole milliseconds.
@@ -32,6 +32,8 @@ const MIN_RECHECK: Duration = Duration::from_millis(100);
 pub struct Wake {
     activity: broadcast::Receiver<String>,
     dirty: broadcast::Receiver<String>,
+    /// The clock decisions are made at, so that "until the next evaluation" is measured on it.
+    clock: Arc<Clock>,
 }
 
 impl Wake {
@@ -39,12 +41,14 @@ impl Wake {
         Self {
             activity: state.activity.subscribe(),
             dirty: state.dirty.subscribe(),
+            clock: state.clock.clone(),
         }
     }
 
     /// When to decide again if nothing else happens: the decision's next evaluation.
     pub fn recheck_at(&self, d: &PoolDecision) -> Instant {
-        let wait_ms = u64::try_from(d.decision.next_evaluation_at_ms - now_ms()).unwrap_or(0);
+        let wait_ms =
+            u64::try_from(d.decision.next_evaluation_at_ms - self.clock.now_ms()).unwrap_or(0);
         Instant::now() + Duration::from_millis(wait_ms).max(MIN_RECHECK)
     }
 

@@ -345,7 +345,9 @@ async fn keys_expire_after_their_ttl(backend: Backend) {
     assert_eq!(r.status(), 200);
     let r = post(&app, &app.client, METRICS, Some("short"), &body).await;
     assert!(replayed(&r), "within the TTL");
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    app.state
+        .clock
+        .advance(std::time::Duration::from_millis(1100));
     // Expired: the key is free again, even for another body.
     let other = batch(4.0, &rfc3339_ago(4));
     let r = post(&app, &app.client, METRICS, Some("short"), &other).await;
@@ -353,11 +355,13 @@ async fn keys_expire_after_their_ttl(backend: Backend) {
     assert!(!replayed(&r));
     assert_eq!(samples_stored(&app).await, 2);
     assert_eq!(keys_stored(&app).await, 1, "the expired row was replaced");
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    app.state
+        .clock
+        .advance(std::time::Duration::from_millis(1100));
     let pruned = app
         .state
         .store
-        .prune_idempotency_keys(trainscaler::timefmt::now_ms())
+        .prune_idempotency_keys(app.state.clock.now_ms())
         .await
         .unwrap();
     assert_eq!(pruned, 1);
