@@ -54,6 +54,36 @@ async fn wait_for_workers(app: &TestApp, pool: &str, n: u64, within: Duration) {
     }
 }
 
+/// Pool reconciliations `app`'s reconciler has finished, whatever their outcome.
+fn reconciles(app: &TestApp) -> u64 {
+    ["unchanged", "changed", "observed", "failed"]
+        .into_iter()
+        .map(|outcome| {
+            app.state
+                .metrics
+                .reconciles
+                .get_or_create(&trainscaler::metrics::ReconcileLabels { outcome })
+                .get()
+        })
+        .sum()
+}
+
+/// Waits until the reconcilers of `apps` have together finished `n` more pool
+/// reconciliations than `from`: a test that asserts nothing happened waits for passes that
+/// could have done it, not for a guess at how long they take.
+async fn wait_for_reconciles(apps: &[&TestApp], from: u64, n: u64) {
+    let count = || apps.iter().map(|a| reconciles(a)).sum::<u64>();
+    let start = Instant::now();
+    while count() < from + n {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "{n} reconciliations did not happen within 15 s ({} since)",
+            count() - from
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Live workers of one type and market in a `/fleet/{pool}` answer.
 fn live_count(fleet: &Value, instance_type: &str, market: &str) -> u64 {
     fleet["workers"]
@@ -122,7 +152,7 @@ async fn static_pool_follows_the_queue_up_and_back_to_zero(backend: Backend) {
 
     // Nothing new: passes keep running and make no call.
     let before = steps.len();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    wait_for_reconciles(&[&app], reconciles(&app), 2).await;
     assert_eq!(current(&app, "follow").await, 3);
     assert_eq!(
         events_of(&app, "follow", "reconcile_step").await.len(),
@@ -193,7 +223,7 @@ async fn observe_mode_records_the_plan_and_changes_nothing(backend: Backend) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    wait_for_reconciles(&[&app], reconciles(&app), 2).await;
     let planned = events_of(&app, "dry", "reconcile_planned").await;
     assert_eq!(
         planned.len(),
@@ -250,7 +280,7 @@ async fn interruption_launches_the_replacement_first_and_terminates_after_the_ch
     let workers = live_workers(&app, "irq").await;
     let warned = workers.iter().find(|w| w["id"] == doomed.as_str()).unwrap();
     assert_eq!(warned["warning"], "interruption_warning", "{workers:#?}");
-    tokio::time::sleep(Duration::from_millis(2000)).await;
+    wait_for_reconciles(&[&app], reconciles(&app), 2).await;
     assert_eq!(
         live_workers(&app, "irq").await.len(),
         3,
@@ -325,7 +355,7 @@ async fn two_replicas_one_acts_and_the_other_takes_over() {
     queue(&b, "ha", 2, 0).await;
     wait_for_workers(&a, "ha", 2, Duration::from_secs(15)).await;
     // Both replicas heard of the pool (NOTIFY and their own ticks); only one changed it.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_for_reconciles(&[&a, &b], reconciles(&a) + reconciles(&b), 2).await;
     assert_eq!(
         current(&b, "ha").await,
         2,
