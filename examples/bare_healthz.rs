@@ -1,12 +1,17 @@
 //! The ceiling for `bench/run.sh`: a bare axum server with one `/healthz` route and no
 //! middleware, built from the same axum, hyper and tokio as trainscaler (same lock file, same
-//! features, same release profile), answering the same JSON body. The harness measures
-//! trainscaler's `/healthz` as a ratio of this one's, so the figure says what the service's
-//! own request path costs rather than what the machine can do.
+//! features, same release profile, same allocator), answering the same JSON body. The harness
+//! measures trainscaler's `/healthz` as a ratio of this one's, so the figure says what the
+//! service's own request path costs rather than what the machine can do.
 //!
 //! usage: cargo run --release --example bare_healthz -- 127.0.0.1:PORT
 
 use axum::Router;
+
+// The same allocator as trainscaler's binary, so the ratio compares request paths, not
+// allocators.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use axum::http::header;
 use axum::routing::get;
 
