@@ -6,9 +6,8 @@
 # 2. Drops and recreates the database $BENCH_DB (default trainscaler_bench) on $BENCH_PG
 #    (default the local PostgreSQL, postgres://postgres@127.0.0.1:5432, trust auth).
 # 3. Starts `trainscaler serve` on it on a free loopback port: ingestion rate limits (requests
-#    and samples per key) off, a
-#    concurrency limit above wrk's connections (nothing is shed), the reconciler off (this
-#    measures the API, not actuation).
+#    and samples per key) off, a concurrency limit above wrk's connections (nothing is shed),
+#    the reconciler off (this measures the API, not actuation).
 # 4. Mints an API key with `trainscaler keys create --scope decide,ingest,read` and, with the
 #    first-start admin key, creates $BENCH_POOLS pools of 8 registered workers with fresh
 #    signals, so that pool decisions have something to decide on.

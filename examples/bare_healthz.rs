@@ -7,13 +7,13 @@
 //! usage: cargo run --release --example bare_healthz -- 127.0.0.1:PORT
 
 use axum::Router;
+use axum::http::header;
+use axum::routing::get;
 
 // The same allocator as trainscaler's binary, so the ratio compares request paths, not
 // allocators.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use axum::http::header;
-use axum::routing::get;
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {

@@ -11,12 +11,12 @@ use trainscaler::app;
 use trainscaler::catalog::{CatalogFormat, skypilot};
 use trainscaler::config::{Config, ServeConfig};
 use trainscaler::store::CatalogImport;
+use trainscaler::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
 /// Requests allocate and free many small objects on both cores; mimalloc's per-thread heaps
 /// serve them with less contention than glibc's arenas (measured in docs/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use trainscaler::timefmt::{check_not_future, now_ms, parse_rfc3339_ms};
 
 #[derive(Debug, Parser)]
 #[command(

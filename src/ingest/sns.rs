@@ -28,7 +28,7 @@ const MAX_SKEW_MS: i64 = 300_000;
 const MAX_CACHED_CERTS: usize = 16;
 /// Fetches of certificates not cached yet, a minute: SNS signs with one certificate per region
 /// for months, so a legitimate server fetches a handful in its life.
-pub const CERT_FETCHES_PER_MINUTE: u32 = 6;
+pub const CERT_FETCHES_PER_MINUTE: NonZeroU32 = NonZeroU32::new(6).expect("not zero");
 /// SNS's certificates are under 2 KiB; a larger answer is not one.
 pub const MAX_CERT_BYTES: usize = 16 * 1024;
 
@@ -83,7 +83,7 @@ impl SnsVerifier {
             certs: Mutex::default(),
             fetching: tokio::sync::Mutex::new(()),
             fetch_budget: DefaultDirectRateLimiter::direct(Quota::per_minute(
-                NonZeroU32::new(CERT_FETCHES_PER_MINUTE).unwrap_or(NonZeroU32::MIN),
+                CERT_FETCHES_PER_MINUTE,
             )),
         })
     }

@@ -88,6 +88,11 @@ pub(super) trait Backend: Send + Sync + Sized {
     /// Tells every replica, at commit, that `pool` has work (for KEDA's activation).
     async fn announce_activity(tx: &mut Tx<Self>, pool: &str) -> StoreResult<()>;
 
+    /// Tells every replica, soon after a commit, that `pools` have work, without holding
+    /// the transaction for it. Nothing to tell with one process (SQLite): the handler's own
+    /// broadcast reaches every subscriber.
+    fn announce_activity_soon<'a>(&self, _pools: impl IntoIterator<Item = &'a String>) {}
+
     /// Tells every replica, at commit, that the API key `id` was revoked.
     async fn announce_revocation(tx: &mut Tx<Self>, id: &str) -> StoreResult<()>;
 

@@ -404,12 +404,7 @@ impl Store {
         now_ms: i64,
         once: Option<Once<'_, IngestReport>>,
     ) -> StoreResult<IngestReport> {
-        let report =
-            dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, once).await)?;
-        if let Store::Postgres(pg) = self {
-            pg.announce_activity_soon(report.active_pools.iter().chain(&report.quiet_pools));
-        }
-        Ok(report)
+        dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, once).await)
     }
 
     pub async fn record_notices(

@@ -119,12 +119,6 @@ impl PgStore {
         Ok(Self { pool, announcer })
     }
 
-    /// Tells every replica, soon after this call, that `pools` have work (for KEDA's
-    /// activation); see [`ActivityAnnouncer`] for why this is not part of the commit.
-    pub(super) fn announce_activity_soon<'a>(&self, pools: impl IntoIterator<Item = &'a String>) {
-        self.announcer.announce(pools);
-    }
-
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -243,6 +237,11 @@ impl Backend for PgStore {
 
     async fn announce_activity(tx: &mut Tx<Self>, pool: &str) -> StoreResult<()> {
         notify(tx, ACTIVITY_CHANNEL, pool).await
+    }
+
+    /// After the commit, folded with other batches' (see [`ActivityAnnouncer`] for why).
+    fn announce_activity_soon<'a>(&self, pools: impl IntoIterator<Item = &'a String>) {
+        self.announcer.announce(pools);
     }
 
     /// Other replicas forget a revoked key from their caches when this arrives, at commit,

@@ -158,6 +158,7 @@ pub(super) async fn ingest<B: Backend>(
     };
     idempotency::finish_once::<B, _>(&mut tx, &once, &report).await?;
     tx.commit().await?;
+    db.announce_activity_soon(report.active_pools.iter().chain(&report.quiet_pools));
     Ok(report)
 }
 
