@@ -18,14 +18,16 @@ mod rank;
 mod reject;
 mod throughput;
 
+use std::borrow::Cow;
+
 use super::benchmark::{Benchmark, MeasuredHow};
 use super::catalog::{CatalogSnapshot, Market, Offering};
 use super::decision::{InstanceDecision, RejectReason, ThroughputSource};
 use super::estimate::Estimate;
 use super::job::{Job, Work};
 use super::spot::{RateSource, SpotRisk};
-use market::RateSourcesSeen;
-use plan::{Fit, ShapePlan, ShapePlans};
+use market::{RateSourcesSeen, Timed};
+use plan::{Fit, NodeVerdict, ShapePlan};
 use rank::TopK;
 use reject::{Refusal, RejectTally};
 
@@ -160,7 +162,10 @@ impl<'a> Request<'a> {
 /// What the scan over the catalog gathers.
 struct Scan<'a> {
     considered: u64,
-    plans: ShapePlans<'a>,
+    /// The verdicts per node count of the shape being scanned.
+    fits: Vec<NodeVerdict<'a>>,
+    /// The last spot run per node count of the shape being scanned.
+    spot_runs: Vec<SpotRun>,
     rejected: RejectTally,
     near: NearMisses,
     best: TopK<'a>,
@@ -171,50 +176,112 @@ struct Scan<'a> {
 pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> InstanceDecision {
     let req = Request::new(catalog, job);
     let mut scan = Scan {
-        considered: 0,
-        plans: ShapePlans::new(&req),
+        considered: (catalog.offerings().len() * req.nodes.len() * MARKETS.len()) as u64,
+        fits: Vec::with_capacity(req.nodes.len()),
+        spot_runs: Vec::with_capacity(req.nodes.len()),
         rejected: RejectTally::default(),
         near: NearMisses::default(),
         best: TopK::new(job),
         rate_sources: (false, false),
     };
-    for (position, o) in catalog.offerings().iter().enumerate() {
-        scan_offering(&req, risk, &mut scan, position, o);
+    for shape in scan_order(&req) {
+        scan_shape(&req, risk, &mut scan, shape);
     }
     summarise(&req, scan)
 }
 
-/// Every node count and market of one offering: rejected, or offered to the ranking.
+/// Whether the request's regions and zones allow the offering at `position`.
+fn sold_where_asked(req: &Request, position: u32) -> bool {
+    !req.names_places
+        || filter::sold_where_asked(req.job, &req.catalog.offerings()[position as usize])
+}
+
+/// The shapes in the order a scan in offering order would plan them: by their first
+/// offering sold where the request asks. The near misses keep the first of equals, so the
+/// order is part of the answer. Shapes sold nowhere the request asks come last, unplanned.
+fn scan_order(req: &Request) -> Vec<usize> {
+    let shapes = req.catalog.shapes();
+    if !req.names_places {
+        return (0..shapes.len()).collect();
+    }
+    let mut firsts: Vec<(u32, usize)> = (0..shapes.len())
+        .map(|shape| {
+            let members = shapes.members(shape);
+            let first = members.iter().copied().find(|&p| sold_where_asked(req, p));
+            (first.unwrap_or(u32::MAX), shape)
+        })
+        .collect();
+    firsts.sort_unstable();
+    firsts.into_iter().map(|(_, shape)| shape).collect()
+}
+
+/// Every offering of one shape, at every node count and market: rejected, or offered to
+/// the ranking. The shape is planned once, and what it refuses is counted once, for all its
+/// offerings.
+fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape: usize) {
+    let catalog = req.catalog;
+    let members = catalog.shapes().members(shape);
+    let filtered = (RejectReason::FilteredByConstraint, reject::Detail::None);
+    let sold: Cow<[u32]> = if req.names_places {
+        let (sold, unsold): (Vec<u32>, Vec<u32>) =
+            members.iter().partition(|&&p| sold_where_asked(req, p));
+        scan.rejected.add_each(filtered, &unsold, &req.nodes);
+        Cow::Owned(sold)
+    } else {
+        Cow::Borrowed(members)
+    };
+    let Some(&first) = sold.first() else {
+        return;
+    };
+    let mut fits = std::mem::take(&mut scan.fits);
+    fits.clear();
+    let first = first as usize;
+    let o = &catalog.offerings()[first];
+    match plan::plan_shape(
+        req,
+        o,
+        catalog.gpu_facts_of(first),
+        &mut scan.near,
+        &mut fits,
+    ) {
+        Err(refusal) => scan.rejected.add_each(refusal, &sold, &req.nodes),
+        Ok(plan) => {
+            let mut fitting = Vec::with_capacity(fits.len());
+            for (i, (n, fit)) in req.nodes.iter().zip(&fits).enumerate() {
+                match fit {
+                    Ok(fit) => fitting.push((i, *n, fit)),
+                    Err(refusal) => {
+                        scan.rejected
+                            .add_each(*refusal, &sold, std::slice::from_ref(n));
+                    }
+                }
+            }
+            if !fitting.is_empty() {
+                scan.spot_runs.clear();
+                scan.spot_runs.resize(req.nodes.len(), None);
+                for &p in sold.iter() {
+                    scan_offering(req, risk, scan, &plan, &fitting, p as usize);
+                }
+            }
+        }
+    }
+    scan.fits = fits;
+}
+
+/// Every node count the shape fits (by index in the request's node counts) and every
+/// market of one offering.
 fn scan_offering<'a>(
     req: &Request<'a>,
     risk: &SpotRisk,
     scan: &mut Scan<'a>,
+    shape: &ShapePlan,
+    fitting: &[(usize, u32, &Fit<'a>)],
     position: usize,
-    o: &'a Offering,
 ) {
-    scan.considered += (req.nodes.len() * MARKETS.len()) as u64;
-    if req.names_places && !filter::sold_where_asked(req.job, o) {
-        let refusal = (RejectReason::FilteredByConstraint, reject::Detail::None);
-        scan.rejected.add_all(refusal, position, &req.nodes);
-        return;
-    }
-    let (shape, fits) = match scan.plans.of(req, &mut scan.near, position) {
-        Ok(planned) => planned,
-        Err(refusal) => {
-            scan.rejected.add_all(refusal, position, &req.nodes);
-            return;
-        }
-    };
-    for (&n, fit) in req.nodes.iter().zip(fits) {
-        let fit = match fit {
-            Ok(fit) => fit,
-            Err(refusal) => {
-                for market in MARKETS {
-                    scan.rejected.add(*refusal, position, n, market);
-                }
-                continue;
-            }
-        };
+    let o = &req.catalog.offerings()[position];
+    // Looked up at the first spot price, once for all node counts.
+    let mut rate = None;
+    for &(i, n, fit) in fitting {
         let at = At {
             position,
             o,
@@ -223,7 +290,19 @@ fn scan_offering<'a>(
             nodes: n,
         };
         for market in MARKETS {
-            match configure(req, risk, &mut scan.rate_sources, &at, market) {
+            let timed = match market {
+                Market::OnDemand => o.price(market).map(|_| Ok(fit.on_demand)),
+                Market::Spot => o.price(market).map(|_| {
+                    let rate = *rate.get_or_insert_with(|| {
+                        market::spot_rate(req.job, risk, o, &mut scan.rate_sources)
+                    });
+                    spot_run(req, &at, rate?, &mut scan.spot_runs[i])
+                }),
+            };
+            let scored = timed
+                .unwrap_or(Err((RejectReason::NoPrice, reject::Detail::None)))
+                .and_then(|timed| configure(req, &at, market, &timed));
+            match scored {
                 Ok(scored) => scan.best.offer(&scored),
                 Err(refusal) => {
                     note_near_miss(&mut scan.near, refusal);
@@ -232,6 +311,29 @@ fn scan_offering<'a>(
             }
         }
     }
+}
+
+/// The spot run of the shape being scanned at one node count and one interruption rate.
+/// The offerings of a shape share a handful of rates (the advisor's buckets, the provider's
+/// default), so the last one is kept per node count.
+type SpotRun = Option<((u64, RateSource), Result<Timed, Refusal>)>;
+
+fn spot_run(
+    req: &Request,
+    at: &At,
+    rate: (f64, RateSource),
+    last: &mut SpotRun,
+) -> Result<Timed, Refusal> {
+    let key = (rate.0.to_bits(), rate.1);
+    if let Some((k, run)) = last
+        && *k == key
+    {
+        return *run;
+    }
+    let run = market::on_spot(req.job, rate, at.nodes, at.fit.throughput.run_hours)
+        .map(|run| market::timed(at.shape.billing, at.shape.startup_min, run));
+    *last = Some((key, run));
+    run
 }
 
 /// An offering at a node count the job fits.
@@ -243,13 +345,12 @@ struct At<'x, 'a> {
     nodes: u32,
 }
 
-/// One feasible configuration in `market`, or why not.
+/// One feasible configuration in `market` with its run timed, or why not.
 fn configure<'a>(
     req: &Request<'a>,
-    risk: &SpotRisk,
-    rate_sources: &mut RateSourcesSeen,
     at: &At<'_, 'a>,
     market: Market,
+    timed: &Timed,
 ) -> Result<Scored<'a>, Refusal> {
     let At {
         position,
@@ -258,20 +359,9 @@ fn configure<'a>(
         fit,
         nodes: n,
     } = *at;
-    let price = o
-        .price(market)
-        .ok_or((RejectReason::NoPrice, reject::Detail::None))?;
+    let node_price = o.price(market).map_or(0.0, |p| p.dollars());
+    let costed = market::cost_and_time(req.job, timed, node_price, n)?;
     let t = &fit.throughput;
-    let run = market::run_in_market(req.job, risk, o, n, t.run_hours, market, rate_sources)?;
-    let node_price = price.dollars();
-    let costed = market::cost_and_time(
-        req.job,
-        shape.billing,
-        shape.startup_min,
-        node_price,
-        n,
-        run.run_hours,
-    )?;
     Ok(Scored {
         position,
         offering_id: o.id,
@@ -284,11 +374,11 @@ fn configure<'a>(
         rate: t.rate,
         unit: t.unit,
         startup_min: shape.startup_min,
-        hours: costed.hours,
-        billed_hours: costed.billed_hours,
+        hours: timed.hours,
+        billed_hours: timed.billed_hours,
         cost: costed.cost,
-        interruptions: run.interruptions,
-        spot_rate: run.spot_rate,
+        interruptions: timed.run.interruptions,
+        spot_rate: timed.run.spot_rate,
         node_price,
         total_price: costed.total_price,
     })

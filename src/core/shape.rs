@@ -15,6 +15,10 @@ pub struct Shapes {
     of: Vec<u32>,
     /// For each shape, the position of its first offering.
     first: Vec<u32>,
+    /// The positions of every shape's offerings, shape by shape, each run ascending.
+    members: Vec<u32>,
+    /// Where each shape's run starts in `members`, and one past the last run's end.
+    member_start: Vec<u32>,
 }
 
 impl Shapes {
@@ -40,7 +44,25 @@ impl Shapes {
             });
             of.push(shape);
         }
-        Self { of, first }
+        let mut member_start = vec![0u32; first.len() + 1];
+        for &shape in &of {
+            member_start[shape as usize + 1] += 1;
+        }
+        for s in 1..member_start.len() {
+            member_start[s] += member_start[s - 1];
+        }
+        let mut next = member_start.clone();
+        let mut members = vec![0u32; of.len()];
+        for (position, &shape) in of.iter().enumerate() {
+            members[next[shape as usize] as usize] = position as u32;
+            next[shape as usize] += 1;
+        }
+        Self {
+            of,
+            first,
+            members,
+            member_start,
+        }
     }
 
     /// How many shapes there are.
@@ -60,6 +82,13 @@ impl Shapes {
     /// The position of the first offering of `shape`.
     pub fn first(&self, shape: usize) -> usize {
         self.first[shape] as usize
+    }
+
+    /// The positions of the offerings of `shape`, ascending. Shapes are numbered in the order
+    /// of their first offering, so visiting shapes in number order meets them as a scan in
+    /// offering order would.
+    pub fn members(&self, shape: usize) -> &[u32] {
+        &self.members[self.member_start[shape] as usize..self.member_start[shape + 1] as usize]
     }
 }
 
@@ -89,6 +118,8 @@ mod tests {
         assert_ne!(shapes.of(0), shapes.of(1));
         assert_eq!(shapes.first(shapes.of(2)), 0);
         assert_eq!(shapes.first(shapes.of(1)), 1);
+        assert_eq!(shapes.members(shapes.of(0)), [0, 2]);
+        assert_eq!(shapes.members(shapes.of(1)), [1]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! time and money.
 
 use super::reject::{Detail, Refusal};
-use crate::core::catalog::{Market, Offering};
+use crate::core::catalog::Offering;
 use crate::core::decision::RejectReason;
 use crate::core::job::Job;
 use crate::core::spot::{RateSource, SpotRisk, loss_per_interruption_hours, stretch};
@@ -22,34 +22,44 @@ pub(super) struct MarketRun {
 /// Which interruption-rate sources any spot configuration used: (advisor, provider default).
 pub(super) type RateSourcesSeen = (bool, bool);
 
-/// The run of `nodes` nodes of `o` in `market`. Spot needs the job's permission and its
-/// checkpoints, and is refused where interruptions would redo half the run or more.
-pub(super) fn run_in_market(
+/// The interruption rate of spot `o` for the job: refused without the job's permission or
+/// checkpoints. Notes which source answered.
+pub(super) fn spot_rate(
     job: &Job,
     risk: &SpotRisk,
     o: &Offering,
-    nodes: u32,
-    run_hours: Option<f64>,
-    market: Market,
     seen: &mut RateSourcesSeen,
-) -> Result<MarketRun, Refusal> {
-    if market == Market::OnDemand {
-        return Ok(MarketRun {
-            run_hours,
-            interruptions: 0.0,
-            spot_rate: None,
-        });
-    }
-    let Some(checkpoint) = job.checkpoint_interval_min.filter(|_| job.spot_allowed) else {
+) -> Result<(f64, RateSource), Refusal> {
+    if !job.spot_allowed || job.checkpoint_interval_min.is_none() {
         return Err((RejectReason::SpotNotAllowed, Detail::None));
-    };
+    }
     let (per_hour, source) = risk.rate(&o.key.provider, &o.key.region, &o.key.instance_type);
     match source {
         RateSource::Advisor => seen.0 = true,
         RateSource::ProviderDefault => seen.1 = true,
     }
+    Ok((per_hour, source))
+}
+
+/// The run on demand: as estimated.
+pub(super) fn on_demand(run_hours: Option<f64>) -> MarketRun {
+    MarketRun {
+        run_hours,
+        interruptions: 0.0,
+        spot_rate: None,
+    }
+}
+
+/// The run of `nodes` spot nodes interrupted `per_hour` per node-hour: stretched by the work
+/// interruptions redo, or refused where they would redo half the run or more.
+pub(super) fn on_spot(
+    job: &Job,
+    (per_hour, source): (f64, RateSource),
+    nodes: u32,
+    run_hours: Option<f64>,
+) -> Result<MarketRun, Refusal> {
+    let checkpoint = job.checkpoint_interval_min.unwrap_or(f64::INFINITY);
     let loss = loss_per_interruption_hours(run_hours, checkpoint, job.restart_overhead_min);
-    // Unknown work: the stretch of an hour stands in for the factor.
     let Some((stretched, expected)) = stretch(run_hours.unwrap_or(1.0), per_hour, nodes, loss)
     else {
         return Err((RejectReason::SpotNotAllowed, Detail::InterruptionsTooCostly));
@@ -68,25 +78,39 @@ pub(super) fn run_in_market(
     })
 }
 
-/// What a configuration costs and how long it takes.
+/// A run's hours with start-up and as billed per node: the same for every offering of a
+/// shape in one market at one interruption rate, whatever its price.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Costed {
-    pub total_price: f64,
-    /// Start-up plus the run.
+pub(super) struct Timed {
+    pub run: MarketRun,
     pub hours: Option<f64>,
     pub billed_hours: Option<f64>,
+}
+
+pub(super) fn timed(billing: Billing, startup_min: f64, run: MarketRun) -> Timed {
+    let hours = run.run_hours.map(|h| h + startup_min / 60.0);
+    Timed {
+        run,
+        hours,
+        billed_hours: hours.map(|h| billing.billed_hours(h)),
+    }
+}
+
+/// Price, hours and cost of a configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Costed {
+    /// Dollars per hour for all nodes.
+    pub total_price: f64,
     pub cost: Option<f64>,
 }
 
-/// Prices `nodes` nodes at `node_price` each for the run plus start-up, billed as the
-/// provider bills, within the job's price cap, deadline and budget.
+/// The configuration's price and cost at `node_price` a node-hour, refused over the job's
+/// price cap, past its deadline or over its budget (checked in that order).
 pub(super) fn cost_and_time(
     job: &Job,
-    billing: Billing,
-    startup_min: f64,
+    timed: &Timed,
     node_price: f64,
     nodes: u32,
-    run_hours: Option<f64>,
 ) -> Result<Costed, Refusal> {
     let total_price = node_price * f64::from(nodes);
     if job.max_price_per_hour.is_some_and(|cap| total_price > cap) {
@@ -95,10 +119,8 @@ pub(super) fn cost_and_time(
             Detail::PricePerHour(total_price),
         ));
     }
-    let hours = run_hours.map(|h| h + startup_min / 60.0);
-    let billed_hours = hours.map(|h| billing.billed_hours(h));
-    let cost = billed_hours.map(|h| h * total_price);
-    if let (Some(deadline), Some(h)) = (job.deadline_hours, hours)
+    let cost = timed.billed_hours.map(|h| h * total_price);
+    if let (Some(deadline), Some(h)) = (job.deadline_hours, timed.hours)
         && h > deadline
     {
         return Err((RejectReason::MissesDeadline, Detail::Hours(h)));
@@ -108,12 +130,7 @@ pub(super) fn cost_and_time(
     {
         return Err((RejectReason::OverBudget, Detail::Cost(c)));
     }
-    Ok(Costed {
-        total_price,
-        hours,
-        billed_hours,
-        cost,
-    })
+    Ok(Costed { total_price, cost })
 }
 
 #[cfg(test)]
@@ -121,46 +138,24 @@ mod tests {
     use super::*;
     use crate::core::test_support::p4d;
 
-    fn offering() -> Offering {
-        p4d().build()
-    }
-
     #[test]
     fn spot_needs_permission_and_checkpoints_and_stretches_the_run() {
         let risk = SpotRisk::from_aws_advisor([("us-east-1".into(), "p4d.24xlarge".into(), 4)]);
-        let o = offering();
+        let o = p4d().build();
         let mut seen = (false, false);
-        let no_checkpoints = Job::default();
         assert_eq!(
-            run_in_market(
-                &no_checkpoints,
-                &risk,
-                &o,
-                1,
-                Some(10.0),
-                Market::Spot,
-                &mut seen
-            ),
+            spot_rate(&Job::default(), &risk, &o, &mut seen),
             Err((RejectReason::SpotNotAllowed, Detail::None))
         );
         assert_eq!(seen, (false, false));
-        let on_demand = run_in_market(
-            &no_checkpoints,
-            &risk,
-            &o,
-            1,
-            Some(10.0),
-            Market::OnDemand,
-            &mut seen,
-        );
-        assert_eq!(on_demand.map(|r| r.run_hours), Ok(Some(10.0)));
+        assert_eq!(on_demand(Some(10.0)).run_hours, Some(10.0));
         let job = Job {
             checkpoint_interval_min: Some(10.0),
             ..Job::default()
         };
-        let run = run_in_market(&job, &risk, &o, 2, Some(10.0), Market::Spot, &mut seen)
-            .expect("spot with checkpoints");
+        let rate = spot_rate(&job, &risk, &o, &mut seen).expect("spot with checkpoints");
         assert_eq!(seen, (true, false));
+        let run = on_spot(&job, rate, 2, Some(10.0)).expect("a bearable rate");
         let (per_hour, source, factor) = run.spot_rate.expect("a spot rate");
         assert_eq!(source, RateSource::Advisor);
         assert!((per_hour - 0.25 / 730.0).abs() < 1e-12);
@@ -180,20 +175,12 @@ mod tests {
             ..Job::default()
         };
         let mut seen = (false, false);
-        let refused = run_in_market(
-            &weekly,
-            &risk,
-            &offering(),
-            64,
-            Some(1000.0),
-            Market::Spot,
-            &mut seen,
-        );
+        let rate = spot_rate(&weekly, &risk, &p4d().build(), &mut seen).expect("allowed");
+        assert_eq!(seen, (false, true));
         assert_eq!(
-            refused,
+            on_spot(&weekly, rate, 64, Some(1000.0)),
             Err((RejectReason::SpotNotAllowed, Detail::InterruptionsTooCostly))
         );
-        assert_eq!(seen, (false, true));
     }
 
     #[test]
@@ -205,7 +192,10 @@ mod tests {
             budget: Some(200.0),
             ..Job::default()
         };
-        let cost = |node_price, nodes, run| cost_and_time(&job, aws, 6.0, node_price, nodes, run);
+        let cost = |node_price, nodes, run| {
+            let timed = timed(aws, 6.0, on_demand(run));
+            cost_and_time(&job, &timed, node_price, nodes).map(|c| (timed, c))
+        };
         assert_eq!(
             cost(30.0, 2, Some(1.0)),
             Err((RejectReason::OverPriceCap, Detail::PricePerHour(60.0)))
@@ -219,12 +209,11 @@ mod tests {
             panic!("9.1 h at $30/h is over a $200 budget");
         };
         assert!((c - 273.0).abs() < 1e-6, "{c}");
-        let ok = cost(10.0, 2, Some(0.4)).expect("within every cap");
+        let (timed, ok) = cost(10.0, 2, Some(0.4)).expect("within every cap");
         assert_eq!(ok.total_price, 20.0);
-        assert_eq!(ok.hours, Some(0.5));
+        assert_eq!(timed.hours, Some(0.5));
         assert_eq!(ok.cost, Some(10.0));
-        // Unknown work: no hours and no cost, only the price.
-        let unknown = cost(10.0, 1, None).expect("no caps on unknown work but the price");
-        assert_eq!((unknown.hours, unknown.cost), (None, None));
+        let (timed, unknown) = cost(10.0, 1, None).expect("no caps on unknown work but the price");
+        assert_eq!((timed.hours, unknown.cost), (None, None));
     }
 }

@@ -4,6 +4,7 @@
 //! worked out once per shape, when the scan first meets one of its offerings.
 
 use super::filter::{machine_allowed, throughput_sources};
+use super::market::{Timed, on_demand, timed};
 use super::reject::{Detail, Refusal};
 use super::throughput::{Throughput, Unestimated, throughput};
 use super::{MIN_FABRIC_GBPS, NearMisses, Request};
@@ -57,6 +58,8 @@ pub(super) struct Fit<'a> {
     pub degree: u32,
     pub need: f64,
     pub throughput: Throughput<'a>,
+    /// The run on demand, which every offering of the shape shares.
+    pub on_demand: Timed,
 }
 
 /// A node count's verdict: the fit, or why the job cannot run at that size.
@@ -68,13 +71,11 @@ pub(super) struct ShapePlan {
     pub usable: f64,
     pub billing: Billing,
     pub startup_min: f64,
-    /// Where this shape's verdicts per node count start in [`ShapePlans::fits`].
-    fits_from: usize,
 }
 
 /// Works out what the shape of `o` offers the job, noting near misses for the suggestions.
 /// `fits` receives one verdict per node count of the request.
-fn plan_shape<'a>(
+pub(super) fn plan_shape<'a>(
     req: &Request<'a>,
     o: &Offering,
     facts: Option<&'a GpuFacts>,
@@ -104,7 +105,10 @@ fn plan_shape<'a>(
     let one_node_fits = job.nodes_min == 1
         && !job.spreads_for_speed()
         && job.memory.gib_per_gpu(o.spec.gpu_count as u32) <= usable;
-    let fits_from = fits.len();
+    let billing = Billing::for_provider(&o.key.provider);
+    let startup_min = job
+        .startup_min
+        .unwrap_or_else(|| default_startup_min(&o.key.provider));
     for &n in &req.nodes {
         let fit = fit_nodes(job, o, usable, one_node_fits, n).and_then(|(degree, need)| {
             let t = throughput(
@@ -120,6 +124,7 @@ fn plan_shape<'a>(
                     degree,
                     need,
                     throughput,
+                    on_demand: timed(billing, startup_min, on_demand(throughput.run_hours)),
                 }),
                 Err(why) => {
                     if why == Unestimated::NeedsFlopsPerSample {
@@ -133,63 +138,14 @@ fn plan_shape<'a>(
     }
     Ok(ShapePlan {
         usable,
-        billing: Billing::for_provider(&o.key.provider),
-        startup_min: job
-            .startup_min
-            .unwrap_or_else(|| default_startup_min(&o.key.provider)),
-        fits_from,
+        billing,
+        startup_min,
     })
 }
 
 fn note_gpu(list: &mut Vec<String>, gpu: &str) {
     if !list.iter().any(|g| g.eq_ignore_ascii_case(gpu)) {
         list.push(gpu.to_string());
-    }
-}
-
-const NOT_PLANNED: u32 = u32::MAX;
-
-/// The plans of the shapes met so far in one selection.
-pub(super) struct ShapePlans<'a> {
-    /// For each shape of the catalog, its place in `plans`, or [`NOT_PLANNED`].
-    slot: Vec<u32>,
-    plans: Vec<Result<ShapePlan, Refusal>>,
-    /// The verdicts per node count of every planned shape, one run per shape.
-    fits: Vec<NodeVerdict<'a>>,
-    node_counts: usize,
-}
-
-impl<'a> ShapePlans<'a> {
-    pub(super) fn new(req: &Request<'a>) -> Self {
-        Self {
-            slot: vec![NOT_PLANNED; req.catalog.shapes().len()],
-            plans: Vec::new(),
-            fits: Vec::new(),
-            node_counts: req.nodes.len(),
-        }
-    }
-
-    /// The plan of the shape of the offering at `position` and its verdicts per node count,
-    /// worked out the first time the shape is met.
-    pub(super) fn of(
-        &mut self,
-        req: &Request<'a>,
-        near: &mut NearMisses,
-        position: usize,
-    ) -> Result<(&ShapePlan, &[NodeVerdict<'a>]), Refusal> {
-        let shape = req.catalog.shapes().of(position);
-        let mut slot = self.slot[shape];
-        if slot == NOT_PLANNED {
-            let o = &req.catalog.offerings()[position];
-            let facts = req.catalog.gpu_facts_of(position);
-            let plan = plan_shape(req, o, facts, near, &mut self.fits);
-            slot = self.plans.len() as u32;
-            self.plans.push(plan);
-            self.slot[shape] = slot;
-        }
-        let plan = self.plans[slot as usize].as_ref().map_err(|r| *r)?;
-        let fits = &self.fits[plan.fits_from..plan.fits_from + self.node_counts];
-        Ok((plan, fits))
     }
 }
 
@@ -268,7 +224,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shape_is_planned_once_for_all_its_regions() {
+    fn gpus_without_bf16_or_facts_are_refused_and_named_once() {
         use Interconnect::None as Ethernet;
         let t4 = GpuFacts {
             name: "T4".into(),
@@ -298,16 +254,20 @@ mod tests {
             ..fixed(10.0)
         };
         let req = Request::new(&catalog, &job);
-        let mut plans = ShapePlans::new(&req);
         let mut near = NearMisses::default();
+        let mut plan = |position: usize| {
+            let o = &catalog.offerings()[position];
+            let facts = catalog.gpu_facts_of(position);
+            plan_shape(&req, o, facts, &mut near, &mut Vec::new()).map(|_| ())
+        };
         let no_bf16 = Err((RejectReason::PrecisionUnsupported, Detail::NoBf16));
-        assert_eq!(plans.of(&req, &mut near, 0).map(|_| ()), no_bf16);
-        assert_eq!(plans.of(&req, &mut near, 1).map(|_| ()), no_bf16);
+        assert_eq!(plan(0), no_bf16);
+        assert_eq!(plan(1), no_bf16);
         assert_eq!(
-            plans.of(&req, &mut near, 2).map(|_| ()),
+            plan(2),
             Err((RejectReason::NoThroughputData, Detail::NoFacts))
         );
-        assert_eq!(plans.plans.len(), 2);
+        assert_eq!(catalog.shapes().len(), 2);
         assert_eq!(near.without_bf16, ["T4"]);
         assert_eq!(near.without_facts, ["L4"]);
     }
@@ -326,9 +286,10 @@ mod tests {
             ..fixed(30.0)
         };
         let req = Request::new(&catalog, &job);
-        let mut plans = ShapePlans::new(&req);
         let mut near = NearMisses::default();
-        let (plan, fits) = plans.of(&req, &mut near, 0).expect("planned");
+        let mut fits = Vec::new();
+        let o = &catalog.offerings()[0];
+        let plan = plan_shape(&req, o, None, &mut near, &mut fits).expect("planned");
         assert_eq!(plan.usable, usable_gib(40.0));
         assert_eq!(plan.startup_min, default_startup_min("aws"));
         assert_eq!(fits.len(), 4);

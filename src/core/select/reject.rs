@@ -59,7 +59,8 @@ pub(super) struct RejectTally {
 }
 
 impl RejectTally {
-    /// Counts one rejected configuration.
+    /// Counts one rejected configuration. The examples are the first in offering order,
+    /// whatever order the configurations are counted in.
     pub(super) fn add(
         &mut self,
         (reason, detail): Refusal,
@@ -69,26 +70,42 @@ impl RejectTally {
     ) {
         let slot = &mut self.by_reason[reason as usize];
         slot.count += 1;
-        if slot.examples.len() < EXAMPLES_PER_REASON {
-            slot.examples.push(Example {
-                position,
-                nodes,
-                market,
-                detail,
-            });
+        let example = Example {
+            position,
+            nodes,
+            market,
+            detail,
+        };
+        let order = |e: &Example| (e.position, e.nodes, e.market);
+        let at = slot
+            .examples
+            .partition_point(|e| order(e) < order(&example));
+        if at < EXAMPLES_PER_REASON {
+            slot.examples.truncate(EXAMPLES_PER_REASON - 1);
+            slot.examples.insert(at, example);
         }
     }
 
-    /// Counts every node count and market of one offering, in scan order.
-    pub(super) fn add_all(&mut self, refusal: Refusal, position: usize, nodes: &[u32]) {
-        let slot = &mut self.by_reason[refusal.0 as usize];
-        if slot.examples.len() >= EXAMPLES_PER_REASON {
-            slot.count += (nodes.len() * MARKETS.len()) as u64;
-            return;
-        }
-        for &n in nodes {
-            for market in MARKETS {
-                self.add(refusal, position, n, market);
+    /// Counts `nodes` in every market for each offering at `positions` (ascending): the
+    /// offerings of one shape share a refusal, and only the first few can be examples.
+    pub(super) fn add_each(&mut self, refusal: Refusal, positions: &[u32], nodes: &[u32]) {
+        let per_offering = (nodes.len() * MARKETS.len()) as u64;
+        for (i, &position) in positions.iter().enumerate() {
+            let slot = &mut self.by_reason[refusal.0 as usize];
+            let full = slot.examples.len() >= EXAMPLES_PER_REASON;
+            if full
+                && slot
+                    .examples
+                    .last()
+                    .is_some_and(|e| e.position < position as usize)
+            {
+                slot.count += per_offering * (positions.len() - i) as u64;
+                return;
+            }
+            for &n in nodes {
+                for market in MARKETS {
+                    self.add(refusal, position as usize, n, market);
+                }
             }
         }
     }
@@ -203,7 +220,7 @@ mod tests {
             assert_eq!(*reason as usize, i);
         }
         let mut tally = RejectTally::default();
-        tally.add_all((RejectReason::NoPrice, Detail::None), 0, &[1, 2, 3]);
+        tally.add_each((RejectReason::NoPrice, Detail::None), &[0], &[1, 2, 3]);
         tally.add(
             (RejectReason::FilteredByConstraint, Detail::None),
             1,
@@ -228,6 +245,29 @@ mod tests {
                 "gcp/us-central1/-/a2-highgpu-1g ×2 on_demand",
             ]
         );
+    }
+
+    #[test]
+    fn examples_are_the_first_in_offering_order_whatever_the_counting_order() {
+        let mut tally = RejectTally::default();
+        let no_price = (RejectReason::NoPrice, Detail::None);
+        tally.add_each(no_price, &[7, 9], &[1]);
+        tally.add_each(no_price, &[2], &[1, 2]);
+        tally.add(no_price, 0, 4, Market::Spot);
+        let examples = &tally.by_reason[RejectReason::NoPrice as usize].examples;
+        let kept: Vec<(usize, u32, Market)> = examples
+            .iter()
+            .map(|e| (e.position, e.nodes, e.market))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (0, 4, Market::Spot),
+                (2, 1, Market::OnDemand),
+                (2, 1, Market::Spot)
+            ]
+        );
+        assert_eq!(tally.count(RejectReason::NoPrice), 4 + 4 + 1);
     }
 
     #[test]
