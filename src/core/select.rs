@@ -3,12 +3,14 @@
 //! interruptions), and ranked by the objective. Pure: the catalog snapshot, spot risk and job
 //! in; a decision with reasons out. The words people read are in [`explain`].
 //!
-//! [`select`] is a pipeline over the catalog in offering order: the request's region and
-//! zone lists ([`filter`]); what the offering's shape offers the job, worked out once per
-//! shape ([`plan`]: machine checks, memory and throughput per node count); the run in each
-//! market and its cost and time ([`market`]); the best `top_k` kept as the scan goes
-//! ([`rank`]); and rejections counted with a few examples ([`reject`]), written out as text
-//! only at the end.
+//! [`select`] is a pipeline over the catalog shape by shape (an instance type with one spec,
+//! sold in many places): the request's region and zone lists ([`filter`]); what the shape
+//! offers the job, worked out once for all its offerings ([`plan`]: machine checks, memory,
+//! throughput and the on-demand run per node count); each offering's price and spot rate,
+//! its run in each market and its cost and caps ([`market`]); the best `top_k` kept as the
+//! scan goes ([`rank`]); and rejections counted once per shape where the shape refuses, with
+//! the first few in offering order as examples ([`reject`]), written out as text only at the
+//! end.
 
 mod explain;
 mod filter;

@@ -1,7 +1,7 @@
 //! What one shape (an instance type with its spec, in any region) can do for the job: the
 //! machine checks, usable memory, and for each node count whether the job fits and how fast
 //! it runs. None of it depends on where the offering is sold or what it costs, so it is
-//! worked out once per shape, when the scan first meets one of its offerings.
+//! worked out once per shape, for all its offerings.
 
 use super::filter::{machine_allowed, throughput_sources};
 use super::market::{Timed, on_demand, timed};
