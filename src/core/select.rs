@@ -292,18 +292,21 @@ fn scan_offering<'a>(
             nodes: n,
         };
         for market in MARKETS {
-            let timed = match market {
-                Market::OnDemand => o.price(market).map(|_| Ok(fit.on_demand)),
-                Market::Spot => o.price(market).map(|_| {
-                    let rate = *rate.get_or_insert_with(|| {
-                        market::spot_rate(req.job, risk, o, &mut scan.rate_sources)
-                    });
-                    spot_run(req, &at, rate?, &mut scan.spot_runs[i])
-                }),
-            };
-            let scored = timed
-                .unwrap_or(Err((RejectReason::NoPrice, reject::Detail::None)))
-                .and_then(|timed| configure(req, &at, market, &timed));
+            let scored = o
+                .price(market)
+                .ok_or((RejectReason::NoPrice, reject::Detail::None))
+                .and_then(|price| {
+                    let timed = match market {
+                        Market::OnDemand => fit.on_demand,
+                        Market::Spot => {
+                            let rate = *rate.get_or_insert_with(|| {
+                                market::spot_rate(req.job, risk, o, &mut scan.rate_sources)
+                            });
+                            spot_run(req, &at, rate?, &mut scan.spot_runs[i])?
+                        }
+                    };
+                    configure(req, &at, market, price.dollars(), &timed)
+                });
             match scored {
                 Ok(scored) => scan.best.offer(&scored),
                 Err(refusal) => {
@@ -347,11 +350,12 @@ struct At<'x, 'a> {
     nodes: u32,
 }
 
-/// One feasible configuration in `market` with its run timed, or why not.
+/// One feasible configuration in `market` at `node_price` with its run timed, or why not.
 fn configure<'a>(
     req: &Request<'a>,
     at: &At<'_, 'a>,
     market: Market,
+    node_price: f64,
     timed: &Timed,
 ) -> Result<Scored<'a>, Refusal> {
     let At {
@@ -361,7 +365,6 @@ fn configure<'a>(
         fit,
         nodes: n,
     } = *at;
-    let node_price = o.price(market).map_or(0.0, |p| p.dollars());
     let costed = market::cost_and_time(req.job, timed, node_price, n)?;
     let t = &fit.throughput;
     Ok(Scored {

@@ -96,7 +96,7 @@ pub(super) fn timed(billing: Billing, startup_min: f64, run: MarketRun) -> Timed
     }
 }
 
-/// Price, hours and cost of a configuration.
+/// Price and cost of a configuration.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Costed {
     /// Dollars per hour for all nodes.

@@ -52,7 +52,7 @@ struct Slot {
     examples: Vec<Example>,
 }
 
-/// Rejections counted by reason, keeping the first examples of each in scan order.
+/// Rejections counted by reason, keeping the first examples of each in offering order.
 #[derive(Debug, Default)]
 pub(super) struct RejectTally {
     by_reason: [Slot; REASONS],
