@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 
@@ -73,33 +72,31 @@ impl From<BudgetRefusal> for ApiError {
     }
 }
 
-/// The route-layer middleware: lets the request through with its [`Principal`] in the
-/// extensions, or answers 401, 403 or 429.
-pub async fn require_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let auth = state.auth.clone();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_default();
-    let needed = match access(req.method(), &route, auth.metrics_public) {
-        Access::Open => return next.run(req).await,
+/// The key check of the route guard (`super::route_guard`): the request with its
+/// [`Principal`] in the extensions, or the 401, 403 or 429 to answer instead. `route` is the
+/// matched template.
+pub async fn admit(state: &AppState, route: &str, req: Request) -> Result<Request, Response> {
+    let needed = match access(req.method(), route, state.auth.metrics_public) {
+        Access::Open => return Ok(req),
         Access::Needs(scope) => scope,
     };
     // Browsers cannot send a bearer key, but they prompt for Basic credentials when asked: the
     // HTML page alone offers that challenge, so API clients never see a login dialog.
     let page = route == "/" && req.method() == Method::GET;
-    let body_limit = state.ingest_body_limits.for_route(&route);
-    match authorise(&auth, needed, &route, req, body_limit).await {
-        Ok(req) => next.run(req).await,
-        Err(e) if page && e.status() == StatusCode::UNAUTHORIZED => e
-            .with_header(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"trainscaler\", charset=\"UTF-8\""),
-            )
-            .into_response(),
-        Err(e) => e.into_response(),
-    }
+    let body_limit = state.ingest_body_limits.for_route(route);
+    authorise(&state.auth, needed, route, req, body_limit)
+        .await
+        .map_err(|e| {
+            if page && e.status() == StatusCode::UNAUTHORIZED {
+                e.with_header(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"trainscaler\", charset=\"UTF-8\""),
+                )
+                .into_response()
+            } else {
+                e.into_response()
+            }
+        })
 }
 
 /// `route`: the matched template; `body_limit`: the route's, for a signed body read here.

@@ -17,7 +17,7 @@
 
 use axum::Extension;
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -127,15 +127,11 @@ fn answer_stored(stored: StoredKey, hash: &str) -> Response {
     response
 }
 
-/// The route-layer middleware (inside authentication, which put the [`Principal`] here).
-pub async fn idempotent(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_default();
+/// The idempotency step of the route guard (`super::route_guard`), after the key check that
+/// put the [`Principal`] here. `route` is the matched template.
+pub async fn run(state: &AppState, route: &str, req: Request, next: Next) -> Response {
     if req.method() != Method::POST
-        || access(req.method(), &route, false) != Access::Needs(Scope::Ingest)
+        || access(req.method(), route, false) != Access::Needs(Scope::Ingest)
     {
         return next.run(req).await;
     }
@@ -154,27 +150,23 @@ pub async fn idempotent(State(state): State<AppState>, req: Request, next: Next)
     let (parts, body) = req.into_parts();
     // The route's own limit (it is layered inside this middleware), so a keyed request is
     // refused at the size it would be without a key.
-    let limit = state.ingest_body_limits.for_route(&route);
+    let limit = state.ingest_body_limits.for_route(route);
     let bytes = match read_limited(body, limit).await {
         Ok(bytes) => bytes,
         Err(e) => return e.into_response(),
     };
-    let hash = request_hash(&parts.method, &route, &bytes);
+    let hash = request_hash(&parts.method, route, &bytes);
     // The application's clock: a key's time to live is the service's own rule, so tests move
     // time forward instead of waiting it out.
     let now = state.clock.now_ms();
-    match state
-        .store
-        .idempotency_key(&caller, &route, &key, now)
-        .await
-    {
+    match state.store.idempotency_key(&caller, route, &key, now).await {
         Ok(Some(stored)) => return answer_stored(stored, &hash),
         Ok(None) => {}
         Err(e) => return ApiError::from(e).into_response(),
     }
     let claim = IdempotencyClaim {
         caller,
-        route,
+        route: route.to_owned(),
         key,
         request_hash: hash,
         now_ms: now,

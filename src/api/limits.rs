@@ -4,10 +4,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::error::ApiError;
 
@@ -24,18 +22,25 @@ impl ConcurrencyLimit {
             max.clamp(1, Semaphore::MAX_PERMITS),
         )))
     }
+
+    /// A place for `path`'s request (none needed for the probes), or [`Shed`].
+    pub fn admit(&self, path: &str) -> Result<Option<SemaphorePermit<'_>>, Shed> {
+        if matches!(path, "/healthz" | "/readyz") {
+            return Ok(None);
+        }
+        match self.0.try_acquire() {
+            Ok(permit) => Ok(Some(permit)),
+            Err(_) => Err(Shed),
+        }
+    }
 }
 
-pub async fn shed_when_full(
-    State(limit): State<ConcurrencyLimit>,
-    req: Request,
-    next: Next,
-) -> Response {
-    if matches!(req.uri().path(), "/healthz" | "/readyz") {
-        return next.run(req).await;
-    }
-    match limit.0.clone().try_acquire_owned() {
-        Ok(_permit) => next.run(req).await,
-        Err(_) => ApiError::overloaded(RETRY_AFTER_SECS).into_response(),
+/// The server is full: answered 503 with `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shed;
+
+impl IntoResponse for Shed {
+    fn into_response(self) -> Response {
+        ApiError::overloaded(RETRY_AFTER_SECS).into_response()
     }
 }

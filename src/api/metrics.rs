@@ -4,9 +4,8 @@
 
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
@@ -37,27 +36,18 @@ pub fn method_label(method: &Method) -> &'static str {
         .map_or("other", Method::as_str)
 }
 
-/// Times every request under its matched route template, or `unmatched` (never the raw path:
-/// ids would explode the label set).
-pub async fn record_latency(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let start = Instant::now();
-    let method = method_label(req.method());
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str)
-        .to_string();
-    let response = next.run(req).await;
+/// Records one answered request's latency under its matched route template, or `unmatched`
+/// (never the raw path: ids would explode the label set).
+pub fn observe(state: &AppState, method: &'static str, route: &str, status: u16, start: Instant) {
     state
         .metrics
         .http
         .get_or_create(&HttpLabels {
             method,
-            route,
-            status: response.status().as_u16(),
+            route: route.to_owned(),
+            status,
         })
         .observe(start.elapsed().as_secs_f64());
-    response
 }
 
 /// Prometheus metrics: OpenMetrics text, or the classic text format 0.0.4 when the `Accept`

@@ -8,6 +8,7 @@ pub mod catalog;
 mod cursor;
 pub mod decide;
 mod docs_page;
+mod edge;
 pub mod error;
 pub mod exposition;
 pub mod extract;
@@ -27,29 +28,28 @@ pub mod pool_access;
 pub mod pools;
 pub mod prices;
 pub mod providers_status;
+mod route_guard;
 mod schema_rules;
 pub mod simulate;
 pub mod sns;
 pub mod webhooks;
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, Method, header};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
+use tower::ServiceBuilder;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::app::AppState;
 use crate::config::ServeConfig;
-use error::{ApiError, PROBLEM_JSON};
+use error::ApiError;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -217,83 +217,49 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     schema_rules::document(&mut spec);
     document_bodies(&mut spec);
     let spec_json = spec;
-    api.route(
-        "/openapi.json",
-        axum::routing::get(move || async move { axum::Json(spec_json) }),
-    )
-    .merge(docs_page::routes())
-    .fallback(|| async { ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
-    // Route layers run outermost-last: latency is recorded around the key check, so refused
-    // requests are counted too; idempotency keys are looked at only once the caller is known.
-    .route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        idempotency::idempotent,
-    ))
-    .route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        auth::require_key,
-    ))
-    .route_layer(middleware::from_fn_with_state(
-        state.clone(),
-        metrics::record_latency,
-    ))
-    .with_state(state)
-    // Innermost first. The tower-http limits above replace axum's default body limit; the
-    // problem layer sits outside the timeout so that a 408 leaves as a problem document too.
-    .layer(axum::extract::DefaultBodyLimit::disable())
-    .layer(TimeoutLayer::with_status_code(
-        axum::http::StatusCode::REQUEST_TIMEOUT,
-        config.request_timeout(),
-    ))
-    .layer(middleware::from_fn(problem_for_bare_errors))
-    // Outside the timeout: a shed request costs nothing but the answer.
-    .layer(middleware::from_fn_with_state(
-        limits::ConcurrencyLimit::new(config.max_concurrent_requests),
-        limits::shed_when_full,
-    ))
-    .layer(CompressionLayer::new())
-    .layer(
-        CorsLayer::new()
-            .allow_origin(Any)
-            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
-            .allow_headers([
-                header::CONTENT_TYPE,
-                header::AUTHORIZATION,
-                idempotency::IDEMPOTENCY_KEY,
-            ])
-            .expose_headers([idempotency::IDEMPOTENT_REPLAYED, header::RETRY_AFTER]),
-    )
-    .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-        let route = req
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or("unmatched", MatchedPath::as_str);
-        let request_id = req
-            .headers()
-            .get(REQUEST_ID)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        tracing::info_span!("http", method = %req.method(), route, request_id)
-    }))
-    .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-    .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-}
-
-/// Turns any error response that is not already a problem document (a 405 from routing, a 413
-/// from the body limit, a 408 from the timeout) into one, so clients parse one error shape.
-async fn problem_for_bare_errors(req: Request, next: Next) -> Response {
-    let response = next.run(req).await;
-    let status = response.status();
-    let is_problem = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes() == PROBLEM_JSON.as_bytes());
-    if (status.is_client_error() || status.is_server_error()) && !is_problem {
-        let mut replaced = ApiError::from_status(status).into_response();
-        if let Some(allow) = response.headers().get(header::ALLOW) {
-            replaced.headers_mut().insert(header::ALLOW, allow.clone());
-        }
-        return replaced;
-    }
-    response
+    let routes = api
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || async move { axum::Json(spec_json) }),
+        )
+        .merge(docs_page::routes())
+        .fallback(|| async { ApiError::from_status(axum::http::StatusCode::NOT_FOUND) })
+        // The one layer that needs the matched route: tracing span, latency, key check,
+        // idempotency.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            route_guard::guard,
+        ))
+        .with_state(state);
+    // The rest wraps the router once, not each route: axum clones a route's whole layered
+    // service for every request it routes, and these layers do not need the matched route.
+    // Outermost first. The tower-http limits on the routes replace axum's default body limit.
+    let stack = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(
+            CorsLayer::new()
+                .allow_origin(Any)
+                .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+                .allow_headers([
+                    header::CONTENT_TYPE,
+                    header::AUTHORIZATION,
+                    idempotency::IDEMPOTENCY_KEY,
+                ])
+                .expose_headers([idempotency::IDEMPOTENT_REPLAYED, header::RETRY_AFTER]),
+        )
+        .layer(CompressionLayer::new())
+        // Outside the timeout: a shed request costs nothing but the answer, and a 408 leaves
+        // as a problem document too.
+        .layer(middleware::from_fn_with_state(
+            limits::ConcurrencyLimit::new(config.max_concurrent_requests),
+            edge::edge,
+        ))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            config.request_timeout(),
+        ))
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .service(routes);
+    Router::new().fallback_service(stack)
 }
