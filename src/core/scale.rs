@@ -179,8 +179,10 @@ pub struct PoolInput<'a> {
     /// When the pool was created (or its policy last replaced): the idle clock starts there.
     pub since_ms: i64,
     pub now_ms: i64,
-    /// Whether reasons carry their words and numbers and times are also written as RFC 3339
-    /// text. Answers people read explain; a replay, which reads only the figures, does not.
+    /// Whether reasons carry their words and numbers, times are also written as RFC 3339 text
+    /// and the usable type list a cloud group is set from is filled in. Answers people and the
+    /// reconciler read explain; a replay, which reads only the actions, the state and the
+    /// events, does not.
     pub explain: bool,
 }
 
@@ -291,7 +293,8 @@ pub struct WorkersDecision {
     pub by_type: Vec<TypeTarget>,
     /// The policy's instance types that may be launched now, in priority order: types with a
     /// recent capacity error (in every allowed zone) are left out. A cloud group's instance
-    /// type list is set from this.
+    /// type list is set from this. Empty in a replay (`explain: false`), which launches by
+    /// the actions.
     pub usable_types: Vec<String>,
     /// `desired - current`.
     pub delta: i64,
@@ -392,7 +395,11 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         previous_desired: pool.previous,
         need,
         cost_per_hour: target_cost(input, &by_type),
-        usable_types: usable_types(p, &blocked),
+        usable_types: if input.explain {
+            usable_types(p, &blocked)
+        } else {
+            Vec::new()
+        },
         by_type,
         delta: i64::from(target) - i64::from(pool.current),
         actions,
@@ -651,12 +658,12 @@ impl<'a> Blocked<'a> {
         !(market == Market::Spot && self.interrupted_types.contains(&instance_type))
     }
 
-    fn first(&self, p: &Policy, market: Market, skip: Option<&str>) -> Option<String> {
+    fn first<'p>(&self, p: &'p Policy, market: Market, skip: Option<&str>) -> Option<&'p str> {
         p.instance_types
             .iter()
             .filter(|c| c.allows(market) && Some(c.instance_type.as_str()) != skip)
             .find(|c| self.usable(p, &c.instance_type, market))
-            .map(|c| c.instance_type.clone())
+            .map(|c| c.instance_type.as_str())
     }
 }
 
@@ -681,7 +688,7 @@ fn split_by_type(
                 .instance_types
                 .iter()
                 .find(|c| c.allows(Market::Spot))
-                .map(|c| c.instance_type.clone());
+                .map(|c| c.instance_type.as_str());
         }
     }
     if od > 0 {
@@ -696,13 +703,13 @@ fn split_by_type(
                 p.instance_types
                     .iter()
                     .find(|c| c.allows(Market::OnDemand))
-                    .map(|c| c.instance_type.clone())
+                    .map(|c| c.instance_type.as_str())
             });
         if let Some(t) = t {
             out.push(TypeTarget {
-                zones: blocked.zones_for(p, &t),
-                avoid_zones: blocked.avoid_zones(&t),
-                instance_type: t,
+                zones: blocked.zones_for(p, t),
+                avoid_zones: blocked.avoid_zones(t),
+                instance_type: t.to_owned(),
                 market: Market::OnDemand,
                 count: od,
             });
@@ -710,9 +717,9 @@ fn split_by_type(
     }
     if let (true, Some(t)) = (spot > 0, spot_type) {
         out.push(TypeTarget {
-            zones: blocked.zones_for(p, &t),
-            avoid_zones: blocked.avoid_zones(&t),
-            instance_type: t,
+            zones: blocked.zones_for(p, t),
+            avoid_zones: blocked.avoid_zones(t),
+            instance_type: t.to_owned(),
             market: Market::Spot,
             count: spot,
         });
@@ -758,7 +765,7 @@ fn replacement_for(
         // The interrupted type is about to be reclaimed: try the next one by priority.
         if let Some(t) = blocked.first(p, Market::Spot, Some(&w.instance_type)) {
             return (
-                t,
+                t.to_owned(),
                 Market::Spot,
                 format!("interruption rate {rate:.2} is low: the next spot type by priority"),
             );
@@ -769,9 +776,9 @@ fn replacement_for(
         let t = blocked
             .first(p, Market::Spot, Some(&w.instance_type))
             .or_else(|| blocked.first(p, Market::Spot, None))
-            .unwrap_or_else(|| w.instance_type.clone());
+            .unwrap_or(&w.instance_type);
         return (
-            t,
+            t.to_owned(),
             Market::Spot,
             "the policy allows no on-demand: spot again".to_string(),
         );
@@ -782,9 +789,10 @@ fn replacement_for(
             p.instance_types
                 .iter()
                 .find(|c| c.allows(Market::OnDemand))
-                .map(|c| c.instance_type.clone())
+                .map(|c| c.instance_type.as_str())
         })
-        .unwrap_or_else(|| w.instance_type.clone());
+        .unwrap_or(&w.instance_type)
+        .to_owned();
     let why = if rate > p.max_interruption_rate {
         format!(
             "interruption rate {rate:.2} is above {}: on-demand",

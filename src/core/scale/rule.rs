@@ -116,7 +116,8 @@ pub(super) struct Rules {
 impl Rules {
     pub(super) fn new(explain: bool) -> Self {
         Rules {
-            reasons: Vec::new(),
+            // Room for the rules a decision usually fires, so the list is allocated once.
+            reasons: Vec::with_capacity(8),
             explain,
         }
     }

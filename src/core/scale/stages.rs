@@ -23,8 +23,7 @@ pub(super) struct Pool<'a> {
     pub previous: u32,
     pub waiting: f64,
     pub running: f64,
-    /// Utilisation of each staying worker that reports one.
-    pub utils: Vec<f64>,
+    policy: &'a Policy,
 }
 
 impl<'a> Pool<'a> {
@@ -36,11 +35,6 @@ impl<'a> Pool<'a> {
         let live: Vec<&Worker> = input.workers.iter().filter(|w| w.is_live()).collect();
         let doomed: Vec<&Worker> = live.iter().copied().filter(|w| w.is_doomed()).collect();
         let current = count(live.len());
-        let utils = live
-            .iter()
-            .filter(|w| !w.is_doomed())
-            .filter_map(|w| w.utilization_under(p))
-            .collect();
         Pool {
             now,
             current,
@@ -48,14 +42,24 @@ impl<'a> Pool<'a> {
             previous: input.state.desired.unwrap_or(current),
             waiting: input.signals.waiting().unwrap_or(0.0),
             running: input.signals.running_jobs.unwrap_or(0.0),
-            utils,
             live,
             doomed,
+            policy: p,
         }
     }
 
+    /// Utilisation of each staying worker that reports one. Read in place rather than
+    /// collected: a replay evaluates a pool every simulated minute.
+    pub fn utils(&self) -> impl Iterator<Item = f64> + '_ {
+        self.live
+            .iter()
+            .filter(|w| !w.is_doomed())
+            .filter_map(|w| w.utilization_under(self.policy))
+    }
+
     fn mean_util(&self) -> Option<f64> {
-        (!self.utils.is_empty()).then(|| self.utils.iter().sum::<f64>() / self.utils.len() as f64)
+        let n = self.utils().count();
+        (n > 0).then(|| self.utils().sum::<f64>() / n as f64)
     }
 }
 
@@ -241,13 +245,10 @@ pub(super) fn step(s: &StepInput<'_>, rules: &mut Rules, pool: &Pool<'_>) -> Ste
     let signals = s.input.signals;
     let busy = pool.waiting > 0.0
         || pool.running > 0.0
-        || pool
-            .utils
-            .iter()
-            .any(|u| *u >= p.idle_utilization_threshold);
+        || pool.utils().any(|u| u >= p.idle_utilization_threshold);
     // Workers that report nothing (an exporter down, say) are not idle: nothing is known.
     let silent = s.capacity > 0
-        && pool.utils.is_empty()
+        && pool.utils().next().is_none()
         && signals.queue_depth.is_none()
         && signals.pending_jobs.is_none()
         && signals.running_jobs.is_none();

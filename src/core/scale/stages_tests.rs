@@ -108,7 +108,7 @@ fn the_pool_counts_live_and_staying_workers_and_never_steps_behind_its_state() {
     assert_eq!((pool.current, pool.capacity, pool.previous), (2, 1, 3));
     assert_eq!(pool.now, T0 + 5 * MIN, "the state's later time wins");
     assert_eq!(
-        pool.utils,
+        pool.utils().collect::<Vec<_>>(),
         vec![0.5],
         "the doomed worker's utilisation is left out"
     );
