@@ -293,8 +293,7 @@ pub struct WorkersDecision {
     pub by_type: Vec<TypeTarget>,
     /// The policy's instance types that may be launched now, in priority order: types with a
     /// recent capacity error (in every allowed zone) are left out. A cloud group's instance
-    /// type list is set from this. Empty in a replay (`explain: false`), which launches by
-    /// the actions.
+    /// type list is set from this.
     pub usable_types: Vec<String>,
     /// `desired - current`.
     pub delta: i64,
@@ -395,6 +394,7 @@ pub fn evaluate(input: &PoolInput<'_>) -> Outcome {
         previous_desired: pool.previous,
         need,
         cost_per_hour: target_cost(input, &by_type),
+        // Read by the reconciler only: a replay (`explain: false`) launches by the actions.
         usable_types: if input.explain {
             usable_types(p, &blocked)
         } else {
