@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod benchmarks;
 pub mod catalog;
+mod cors;
 mod cursor;
 pub mod decide;
 mod docs_page;
@@ -237,7 +238,7 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
     let stack = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(
+        .layer(cors::OriginCorsLayer::new(
             CorsLayer::new()
                 .allow_origin(Any)
                 .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
@@ -247,7 +248,7 @@ pub fn router(state: AppState, config: &ServeConfig) -> Router {
                     idempotency::IDEMPOTENCY_KEY,
                 ])
                 .expose_headers([idempotency::IDEMPOTENT_REPLAYED, header::RETRY_AFTER]),
-        )
+        ))
         .layer(CompressionLayer::new())
         // Outside the timeout: a shed request costs nothing but the answer, and a 408 leaves
         // as a problem document too.

@@ -75,8 +75,64 @@ async fn unknown_routes_and_methods_are_problems(backend: Backend) {
     );
 }
 
+async fn cors_answers_browsers_and_every_answer_varies_by_origin(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let vary = |r: &reqwest::Response| {
+        r.headers()
+            .get_all("vary")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    // A scheduler or a probe: no CORS headers, but caches are told the answer depends on it.
+    let plain = app.get("/v1/offerings?gpu=T4&limit=1").await;
+    assert_eq!(plain.status(), 200);
+    assert!(plain.headers().get("access-control-allow-origin").is_none());
+    assert!(vary(&plain).contains("origin"), "{}", vary(&plain));
+    // A dashboard in a browser.
+    let browser = app
+        .client
+        .get(app.url("/v1/offerings?gpu=T4&limit=1"))
+        .header("origin", "https://grafana.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(browser.status(), 200);
+    assert_eq!(
+        browser
+            .headers()
+            .get("access-control-allow-origin")
+            .unwrap(),
+        "*"
+    );
+    assert!(vary(&browser).contains("origin"), "{}", vary(&browser));
+    // Its preflight, before a keyed POST.
+    let preflight = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/decide"))
+        .header("origin", "https://grafana.example")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization,content-type",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    let methods = preflight
+        .headers()
+        .get("access-control-allow-methods")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(methods.contains("POST"), "{methods}");
+}
+
 on_both_backends!(
     the_served_spec_is_the_committed_spec,
     responses_carry_a_request_id_and_honour_gzip,
     unknown_routes_and_methods_are_problems,
+    cors_answers_browsers_and_every_answer_varies_by_origin,
 );
