@@ -2,7 +2,7 @@
 //! counted in this process; the per-pool gauges are read from the database at scrape time, so
 //! every replica reports the same fleet (aggregate them with `max by (pool)`, not `sum`).
 
-use std::time::Instant;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
@@ -38,7 +38,7 @@ pub fn method_label(method: &Method) -> &'static str {
 
 /// Records one answered request's latency under its matched route template, or `unmatched`
 /// (never the raw path: ids would explode the label set).
-pub fn observe(state: &AppState, method: &'static str, route: &str, status: u16, start: Instant) {
+pub fn observe(state: &AppState, method: &'static str, route: &str, status: u16, took: Duration) {
     state
         .metrics
         .http
@@ -47,7 +47,7 @@ pub fn observe(state: &AppState, method: &'static str, route: &str, status: u16,
             route: route.to_owned(),
             status,
         })
-        .observe(start.elapsed().as_secs_f64());
+        .observe(took.as_secs_f64());
 }
 
 /// Prometheus metrics: OpenMetrics text, or the classic text format 0.0.4 when the `Accept`

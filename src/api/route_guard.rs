@@ -9,8 +9,7 @@
 
 use std::time::Instant;
 
-use axum::extract::State;
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
@@ -34,12 +33,18 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     let span = tracing::info_span!("http", method = %req.method(), route, request_id);
     let response = async {
         tracing::debug!("started processing request");
-        let response = match auth::admit(&state, route, req).await {
+        match auth::admit(&state, route, req).await {
             Ok(req) => idempotency::run(&state, route, req, next).await,
             Err(refused) => refused,
-        };
-        let status = response.status();
-        let latency_ms = start.elapsed().as_secs_f64() * 1e3;
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    // One clock read serves the log line and the histogram.
+    let elapsed = start.elapsed();
+    let status = response.status();
+    span.in_scope(|| {
+        let latency_ms = elapsed.as_secs_f64() * 1e3;
         if status.is_server_error() {
             tracing::error!(status = status.as_u16(), latency_ms, "response failed");
         } else {
@@ -49,10 +54,7 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
                 "finished processing request"
             );
         }
-        response
-    }
-    .instrument(span)
-    .await;
-    metrics::observe(&state, method, route, response.status().as_u16(), start);
+    });
+    metrics::observe(&state, method, route, status.as_u16(), elapsed);
     response
 }
