@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cost;
 pub mod decision;
 pub mod estimate;
+pub mod fixed;
 pub mod idle;
 pub mod job;
 pub mod money;

@@ -16,6 +16,7 @@ use crate::core::estimate::{
     FILL_PER_DECADE, FULL_SIZE_AT_REFERENCE, MIN_FILL, PCIE_MULTI_GPU_EFFICIENCY, REFERENCE_RIDGE,
     REFERENCE_TFLOPS, RIDGE_EXPONENT, SMALL_MODEL_LOSS_PER_DOUBLING, TCPX_EFFICIENCY,
 };
+use crate::core::fixed::fixed;
 use crate::core::job::{
     ALLOCATOR_OVERHEAD, CUDA_CONTEXT_GIB, DataLayout, Job, MemoryNeed, Objective, Precision,
     SizeFrom,
@@ -30,7 +31,7 @@ fn params_text(params: f64) -> String {
     } else {
         (params / 1e6, "M")
     };
-    let digits = format!("{value:.2}");
+    let digits = fixed(value, 2).to_string();
     format!(
         "{}{unit}",
         digits.trim_end_matches('0').trim_end_matches('.')
@@ -56,33 +57,40 @@ fn nodes_text(nodes: u32) -> String {
 /// Hours as minutes below two hours, else hours.
 fn hours_text(hours: f64) -> String {
     if hours < 2.0 {
-        format!("{:.1} min", hours * 60.0)
+        format!("{} min", fixed(hours * 60.0, 1))
     } else {
-        format!("{hours:.2} h")
+        format!("{} h", fixed(hours, 2))
     }
 }
 
 fn ranking_reason(job: &Job, s: &Scored, rank: usize, of: u64, best_key: Option<f64>) -> String {
     let key = super::rank::objective_key(job.objective, s).0;
     let what = match (job.objective, s.cost, s.hours, s.rate, s.value()) {
-        (Objective::Cheapest, Some(c), _, _, _) => format!("estimated cost ${c:.2}"),
+        (Objective::Cheapest, Some(c), _, _, _) => format!("estimated cost ${}", fixed(c, 2)),
         (Objective::Cheapest, None, _, _, _) => {
-            format!("${:.2} per hour (no amount of work given)", s.total_price)
+            format!(
+                "${} per hour (no amount of work given)",
+                fixed(s.total_price, 2)
+            )
         }
         (Objective::Fastest, _, Some(h), _, _) => format!("done in {}", hours_text(h)),
-        (Objective::Fastest, _, None, Some(r), _) => format!("{r:.1} {} throughput", s.unit),
-        (Objective::BestValue, _, _, _, Some(v)) => format!("{v:.3} {} per $/h", s.unit),
+        (Objective::Fastest, _, None, Some(r), _) => {
+            format!("{} {} throughput", fixed(r, 1), s.unit)
+        }
+        (Objective::BestValue, _, _, _, Some(v)) => format!("{} {} per $/h", fixed(v, 3), s.unit),
         _ => format!(
-            "throughput unknown, ranked after the others by its ${:.2} per hour",
-            s.total_price
+            "throughput unknown, ranked after the others by its ${} per hour",
+            fixed(s.total_price, 2)
         ),
     };
     let gap = match best_key {
         Some(best) if rank > 1 && key.is_finite() && best.is_finite() => {
             let d = key - best;
             match job.objective {
-                Objective::Cheapest if s.cost.is_some() => format!(", ${d:.2} more than #1"),
-                Objective::Cheapest => format!(", ${d:.2}/h more than #1"),
+                Objective::Cheapest if s.cost.is_some() => {
+                    format!(", ${} more than #1", fixed(d, 2))
+                }
+                Objective::Cheapest => format!(", ${}/h more than #1", fixed(d, 2)),
                 Objective::Fastest if s.hours.is_some() => {
                     format!(", {} later than #1", hours_text(d))
                 }
@@ -106,8 +114,10 @@ fn memory_reason(job: &Job, s: &Scored, gpu_memory_gib: f64) -> String {
         },
     };
     format!(
-        "fits: needs {:.1} GiB of the {:.1} GiB usable per GPU ({gpu_memory_gib:.1} GiB less the CUDA context and allocator overhead); {sharing}",
-        s.need, s.usable
+        "fits: needs {} GiB of the {} GiB usable per GPU ({} GiB less the CUDA context and allocator overhead); {sharing}",
+        fixed(s.need, 1),
+        fixed(s.usable, 1),
+        fixed(gpu_memory_gib, 1)
     )
 }
 
@@ -118,8 +128,8 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
             how: MeasuredHow::Exact,
             ..
         } => format!(
-            "throughput measured: {:.1} samples/s for workload `{workload}` on this instance type at this size",
-            s.rate.unwrap_or_default()
+            "throughput measured: {} samples/s for workload `{workload}` on this instance type at this size",
+            fixed(s.rate.unwrap_or_default(), 1)
         ),
         Basis::Measured {
             how,
@@ -133,11 +143,13 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                 _ => "extrapolated beyond the largest measured size",
             };
             format!(
-                "throughput from measurements of workload `{workload}` on {gpu}: {per_gpu:.1} samples/s per GPU on {} ({} × {}, the smallest size measured) × {} × {efficiency:.3} scaling efficiency ({how})",
+                "throughput from measurements of workload `{workload}` on {gpu}: {} samples/s per GPU on {} ({} × {}, the smallest size measured) × {} × {} scaling efficiency ({how})",
+                fixed(per_gpu, 1),
                 baseline.instance_type,
                 gpus_text(f64::from(baseline.gpus)),
                 nodes_text(baseline.nodes),
-                gpus_text(gpus)
+                gpus_text(gpus),
+                fixed(efficiency, 3)
             )
         }
         Basis::Datasheet(e) => {
@@ -145,19 +157,19 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                 format!("{} utilisation (given by the job)", e.utilisation)
             } else {
                 format!(
-                    "{:.3} utilisation ({:.3} ceiling × {:.3} fill for {} parameters)",
-                    e.utilisation,
-                    e.ceiling,
-                    e.fill,
+                    "{} utilisation ({} ceiling × {} fill for {} parameters)",
+                    fixed(e.utilisation, 3),
+                    fixed(e.ceiling, 3),
+                    fixed(e.fill, 3),
                     params_text(job.model_size().0)
                 )
             };
             format!(
-                "throughput from datasheet: {} TFLOPS at {} × {utilisation} × {} × {:.3} scaling",
+                "throughput from datasheet: {} TFLOPS at {} × {utilisation} × {} × {} scaling",
                 e.peak_tflops,
                 job.precision.as_str(),
                 gpus_text(gpus),
-                e.scaling
+                fixed(e.scaling, 3)
             )
         }
         Basis::Unknown => format!(
@@ -171,14 +183,15 @@ fn time_reason(s: &Scored, provider: &str) -> Option<String> {
     let billing = Billing::for_provider(provider);
     let run = hours - s.startup_min / 60.0;
     Some(format!(
-        "time: {} start-up + {} run = {}; billed {} per node ({} s increments, {} s minimum) × ${:.2}/h = ${cost:.2}",
+        "time: {} start-up + {} run = {}; billed {} per node ({} s increments, {} s minimum) × ${}/h = ${}",
         hours_text(s.startup_min / 60.0),
         hours_text(run),
         hours_text(hours),
         hours_text(billed),
         billing.increment_sec(),
         billing.minimum_sec(),
-        s.total_price
+        fixed(s.total_price, 2),
+        fixed(cost, 2)
     ))
 }
 
@@ -205,8 +218,10 @@ pub(super) fn candidate(
             RateSource::ProviderDefault => "provider default",
         };
         reasons.push(format!(
-            "spot: {per_hour:.5} interruptions per node-hour ({origin}), {:.2} expected over the run, run time ×{factor:.4}",
-            s.interruptions
+            "spot: {} interruptions per node-hour ({origin}), {} expected over the run, run time ×{}",
+            fixed(per_hour, 5),
+            fixed(s.interruptions, 2),
+            fixed(factor, 4)
         ));
     }
     let (utilisation, scaling) = match s.basis {
@@ -296,7 +311,11 @@ fn list(names: &[String]) -> String {
 pub(super) fn suggest(job: &Job, near: &NearMisses, memory_rejections: u64) -> Vec<Suggestion> {
     let mut out = Vec::new();
     if let Some((usable, memory, gpu)) = near.largest.as_ref().filter(|_| memory_rejections > 0) {
-        let largest = format!("{gpu} ({memory:.0} GiB, {usable:.1} usable)");
+        let largest = format!(
+            "{gpu} ({} GiB, {} usable)",
+            fixed(*memory, 0),
+            fixed(*usable, 1)
+        );
         if let Some(gpus) = job.memory.min_fully_sharded_gpus(*usable)
             && job.memory.fully_sharded()
         {
@@ -312,16 +331,16 @@ pub(super) fn suggest(job: &Job, near: &NearMisses, memory_rejections: u64) -> V
                 change: "sharding".into(),
                 detail: format!(
                     "shard fully (fsdp or zero3) across at least {gpus} GPUs like the largest this job may use, \
-                     {largest}: {:.1} GiB per GPU unsharded is more than it has",
-                    job.memory.gib_per_gpu(1)
+                     {largest}: {} GiB per GPU unsharded is more than it has",
+                    fixed(job.memory.gib_per_gpu(1), 1)
                 ),
             });
         } else {
             out.push(Suggestion {
                 change: "gpu_memory".into(),
                 detail: format!(
-                    "needs {:.1} GiB per GPU; the largest GPU this job may use is {largest}",
-                    job.memory.gib_per_gpu(1)
+                    "needs {} GiB per GPU; the largest GPU this job may use is {largest}",
+                    fixed(job.memory.gib_per_gpu(1), 1)
                 ),
             });
         }
@@ -365,13 +384,16 @@ pub(super) fn suggest(job: &Job, near: &NearMisses, memory_rejections: u64) -> V
     if let Some(h) = near.fastest_hours {
         out.push(Suggestion {
             change: "deadline_hours".into(),
-            detail: format!("the fastest option needs {h:.1} hours, start-up included"),
+            detail: format!(
+                "the fastest option needs {} hours, start-up included",
+                fixed(h, 1)
+            ),
         });
     }
     if let Some(c) = near.cheapest_cost {
         out.push(Suggestion {
             change: "budget".into(),
-            detail: format!("the cheapest option costs ${c:.2}"),
+            detail: format!("the cheapest option costs ${}", fixed(c, 2)),
         });
     }
     out

@@ -4,6 +4,7 @@
 
 use crate::core::catalog::{CatalogSnapshot, Market, Offering};
 use crate::core::decision::{RejectReason, Rejections};
+use crate::core::fixed::fixed;
 
 use super::MARKETS;
 
@@ -175,16 +176,18 @@ fn example_text(o: &Offering, e: &Example) -> String {
             o.spec.gpu
         ),
         Detail::Memory { need, usable } => format!(
-            "{label}: needs {need:.1} GiB per GPU, {usable:.1} of {:.1} usable",
-            o.spec.gpu_memory_gib
+            "{label}: needs {} GiB per GPU, {} of {} usable",
+            fixed(need, 1),
+            fixed(usable, 1),
+            fixed(o.spec.gpu_memory_gib, 1)
         ),
         Detail::Interconnect => format!("{label}: {}", o.spec.interconnect.as_str()),
         Detail::InterruptionsTooCostly => {
             format!("{label}: interruptions would cost half the run or more")
         }
-        Detail::PricePerHour(p) => format!("{label}: ${p:.2}/h"),
-        Detail::Hours(h) => format!("{label}: {h:.1} h"),
-        Detail::Cost(c) => format!("{label}: ${c:.0}"),
+        Detail::PricePerHour(p) => format!("{label}: ${}/h", fixed(p, 2)),
+        Detail::Hours(h) => format!("{label}: {} h", fixed(h, 1)),
+        Detail::Cost(c) => format!("{label}: ${}", fixed(c, 0)),
     }
 }
 
