@@ -177,6 +177,33 @@ impl Offering {
     }
 }
 
+/// An offering's id and prices in dollars an hour, kept apart from the rest of it: the
+/// selection scan reads only these for most configurations it weighs, and at 40 bytes each
+/// they stay in the CPU's caches where whole offerings do not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quote {
+    pub id: i64,
+    pub on_demand: Option<f64>,
+    pub spot: Option<f64>,
+}
+
+impl Quote {
+    fn of(o: &Offering) -> Self {
+        Self {
+            id: o.id,
+            on_demand: o.on_demand.map(Micros::dollars),
+            spot: o.spot.map(Micros::dollars),
+        }
+    }
+
+    pub fn price(&self, market: Market) -> Option<f64> {
+        match market {
+            Market::OnDemand => self.on_demand,
+            Market::Spot => self.spot,
+        }
+    }
+}
+
 /// An immutable, indexed view of the whole catalog. Built once per catalog change and shared
 /// read-only by every request; never mutated in place.
 #[derive(Debug, Default)]
@@ -202,6 +229,8 @@ pub struct CatalogSnapshot {
     version: i64,
     /// Offerings grouped by instance type and spec, for instance selection.
     shapes: Shapes,
+    /// Each offering's id and prices, by position.
+    quotes: Vec<Quote>,
 }
 
 impl CatalogSnapshot {
@@ -273,6 +302,7 @@ impl CatalogSnapshot {
             .map(|o| gpu_pos.get(&o.spec.gpu.to_lowercase()).copied())
             .collect();
         let shapes = Shapes::build(&offerings);
+        let quotes = offerings.iter().map(Quote::of).collect();
         Self {
             offerings,
             gpus,
@@ -287,6 +317,7 @@ impl CatalogSnapshot {
             benchmarks_by_gpu,
             version: 0,
             shapes,
+            quotes,
         }
     }
 
@@ -327,6 +358,11 @@ impl CatalogSnapshot {
 
     pub fn version(&self) -> i64 {
         self.version
+    }
+
+    /// Every offering's id and prices, by position.
+    pub fn quotes(&self) -> &[Quote] {
+        &self.quotes
     }
 
     /// The offerings grouped by instance type and spec.

@@ -23,14 +23,14 @@ mod throughput;
 use std::borrow::Cow;
 
 use super::benchmark::{Benchmark, MeasuredHow};
-use super::catalog::{CatalogSnapshot, Market, Offering};
+use super::catalog::{CatalogSnapshot, Market};
 use super::decision::{InstanceDecision, RejectReason, ThroughputSource};
 use super::estimate::Estimate;
 use super::job::{Job, Work};
 use super::spot::{RateSource, SpotRisk};
 use market::{RateSourcesSeen, Timed};
 use plan::{Fit, NodeVerdict, ShapePlan};
-use rank::TopK;
+use rank::{Standing, TopK};
 use reject::{Refusal, RejectTally};
 
 pub use super::estimate::{
@@ -93,7 +93,6 @@ enum Basis<'a> {
 #[derive(Debug, Clone, Copy)]
 struct Scored<'a> {
     position: usize,
-    offering_id: i64,
     nodes: u32,
     market: Market,
     degree: u32,
@@ -117,8 +116,18 @@ struct Scored<'a> {
 impl Scored<'_> {
     /// Throughput per hourly dollar; on spot, net of the work interruptions make redo.
     fn value(&self) -> Option<f64> {
-        let factor = self.spot_rate.map_or(1.0, |(_, _, f)| f);
-        Some(self.rate? / factor / self.total_price)
+        self.standing().value()
+    }
+
+    /// What it is ranked by.
+    fn standing(&self) -> Standing {
+        Standing {
+            cost: self.cost,
+            total_price: self.total_price,
+            hours: self.hours,
+            rate: self.rate,
+            spot_factor: self.spot_rate.map_or(1.0, |(_, _, f)| f),
+        }
     }
 
     fn source(&self) -> ThroughputSource {
@@ -260,7 +269,7 @@ fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape
             }
             if !fitting.is_empty() {
                 scan.spot_runs.clear();
-                scan.spot_runs.resize(req.nodes.len(), None);
+                scan.spot_runs.resize(req.nodes.len(), SpotRun::default());
                 for &p in sold.iter() {
                     scan_offering(req, risk, scan, &plan, &fitting, p as usize);
                 }
@@ -280,35 +289,52 @@ fn scan_offering<'a>(
     fitting: &[(usize, u32, &Fit<'a>)],
     position: usize,
 ) {
-    let o = &req.catalog.offerings()[position];
+    let q = &req.catalog.quotes()[position];
     // Looked up at the first spot price, once for all node counts.
     let mut rate = None;
     for &(i, n, fit) in fitting {
         let at = At {
             position,
-            o,
             shape,
             fit,
             nodes: n,
         };
         for market in MARKETS {
-            let scored = o
-                .price(market)
-                .ok_or((RejectReason::NoPrice, reject::Detail::None))
-                .and_then(|price| {
-                    let timed = match market {
-                        Market::OnDemand => fit.on_demand,
-                        Market::Spot => {
-                            let rate = *rate.get_or_insert_with(|| {
-                                market::spot_rate(req.job, risk, o, &mut scan.rate_sources)
-                            });
-                            spot_run(req, &at, rate?, &mut scan.spot_runs[i])?
-                        }
+            let Some(node_price) = q.price(market) else {
+                scan.rejected.add(
+                    (RejectReason::NoPrice, reject::Detail::None),
+                    position,
+                    n,
+                    market,
+                );
+                continue;
+            };
+            let timed = match market {
+                Market::OnDemand => Ok(&fit.on_demand),
+                Market::Spot => {
+                    let rate = *rate.get_or_insert_with(|| {
+                        let o = &req.catalog.offerings()[position];
+                        market::spot_rate(req.job, risk, o, &mut scan.rate_sources)
+                    });
+                    rate.and_then(|rate| spot_run(req, &at, rate, &mut scan.spot_runs[i]))
+                }
+            };
+            let costed = timed.and_then(|timed| {
+                market::cost_and_time(req.job, timed, node_price, n).map(|c| (timed, c))
+            });
+            match costed {
+                Ok((timed, costed)) => {
+                    let standing = Standing {
+                        cost: costed.cost,
+                        total_price: costed.total_price,
+                        hours: timed.hours,
+                        rate: fit.throughput.rate,
+                        spot_factor: timed.run.spot_rate.map_or(1.0, |(_, _, f)| f),
                     };
-                    configure(req, &at, market, price.dollars(), &timed)
-                });
-            match scored {
-                Ok(scored) => scan.best.offer(&scored),
+                    scan.best.offer(&standing, (q.id, n, market), || {
+                        scored(&at, market, node_price, timed, &costed)
+                    });
+                }
                 Err(refusal) => {
                     note_near_miss(&mut scan.near, refusal);
                     scan.rejected.add(refusal, position, n, market);
@@ -321,55 +347,63 @@ fn scan_offering<'a>(
 /// The spot run of the shape being scanned at one node count and one interruption rate.
 /// The offerings of a shape share a handful of rates (the advisor's buckets, the provider's
 /// default), so the last one is kept per node count.
-type SpotRun = Option<((u64, RateSource), Result<Timed, Refusal>)>;
+#[derive(Clone, Copy)]
+struct SpotRun {
+    /// The rate (its bits) and source the run was worked out for; `None` before the first.
+    key: Option<(u64, RateSource)>,
+    run: Result<Timed, Refusal>,
+}
 
-fn spot_run(
+impl Default for SpotRun {
+    fn default() -> Self {
+        Self {
+            key: None,
+            run: Err((RejectReason::SpotNotAllowed, reject::Detail::None)),
+        }
+    }
+}
+
+fn spot_run<'s>(
     req: &Request,
     at: &At,
     rate: (f64, RateSource),
-    last: &mut SpotRun,
-) -> Result<Timed, Refusal> {
-    let key = (rate.0.to_bits(), rate.1);
-    if let Some((k, run)) = last
-        && *k == key
-    {
-        return *run;
+    last: &'s mut SpotRun,
+) -> Result<&'s Timed, Refusal> {
+    let key = Some((rate.0.to_bits(), rate.1));
+    if last.key != key {
+        last.run = market::on_spot(req.job, rate, at.nodes, at.fit.throughput.run_hours)
+            .map(|run| market::timed(at.shape.billing, at.shape.startup_min, run));
+        last.key = key;
     }
-    let run = market::on_spot(req.job, rate, at.nodes, at.fit.throughput.run_hours)
-        .map(|run| market::timed(at.shape.billing, at.shape.startup_min, run));
-    *last = Some((key, run));
-    run
+    last.run.as_ref().map_err(|refusal| *refusal)
 }
 
 /// An offering at a node count the job fits.
 struct At<'x, 'a> {
     position: usize,
-    o: &'x Offering,
     shape: &'x ShapePlan,
     fit: &'x Fit<'a>,
     nodes: u32,
 }
 
-/// One feasible configuration in `market` at `node_price` with its run timed, or why not.
-fn configure<'a>(
-    req: &Request<'a>,
+/// The whole of one feasible configuration in `market` at `node_price`, once it ranks among
+/// the best.
+fn scored<'a>(
     at: &At<'_, 'a>,
     market: Market,
     node_price: f64,
     timed: &Timed,
-) -> Result<Scored<'a>, Refusal> {
+    costed: &market::Costed,
+) -> Scored<'a> {
     let At {
         position,
-        o,
         shape,
         fit,
         nodes: n,
     } = *at;
-    let costed = market::cost_and_time(req.job, timed, node_price, n)?;
     let t = &fit.throughput;
-    Ok(Scored {
+    Scored {
         position,
-        offering_id: o.id,
         nodes: n,
         market,
         degree: fit.degree,
@@ -386,7 +420,7 @@ fn configure<'a>(
         spot_rate: timed.run.spot_rate,
         node_price,
         total_price: costed.total_price,
-    })
+    }
 }
 
 /// A deadline or budget missed says how far off the best such option was.
@@ -410,7 +444,7 @@ fn summarise(req: &Request, scan: Scan) -> InstanceDecision {
     let ranked = scan.best.into_ranked();
     let best_key = ranked
         .first()
-        .map(|c| rank::objective_key(job.objective, c).0);
+        .map(|c| rank::objective_key(job.objective, &c.standing()).0);
     let candidates = ranked
         .iter()
         .enumerate()

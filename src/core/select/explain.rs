@@ -3,6 +3,7 @@
 //! estimates.
 
 use std::collections::BTreeMap;
+use std::fmt::{self, Write};
 
 use super::{Basis, NearMisses, Scored};
 use crate::core::benchmark::MeasuredHow;
@@ -38,71 +39,89 @@ fn params_text(params: f64) -> String {
     )
 }
 
-fn gpus_text(gpus: f64) -> String {
-    if gpus == 1.0 {
-        "1 GPU".into()
-    } else {
-        format!("{gpus} GPUs")
+/// A GPU count as people write it: 1 GPU, 8 GPUs, 0.5 GPUs.
+struct Gpus(f64);
+
+impl fmt::Display for Gpus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 1.0 {
+            f.write_str("1 GPU")
+        } else {
+            write!(f, "{} GPUs", self.0)
+        }
     }
 }
 
-fn nodes_text(nodes: u32) -> String {
-    if nodes == 1 {
-        "1 node".into()
-    } else {
-        format!("{nodes} nodes")
+/// A node count: 1 node, 4 nodes.
+struct Nodes(u32);
+
+impl fmt::Display for Nodes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 1 {
+            f.write_str("1 node")
+        } else {
+            write!(f, "{} nodes", self.0)
+        }
     }
 }
 
 /// Hours as minutes below two hours, else hours.
-fn hours_text(hours: f64) -> String {
-    if hours < 2.0 {
-        format!("{} min", fixed(hours * 60.0, 1))
-    } else {
-        format!("{} h", fixed(hours, 2))
+struct Hours(f64);
+
+impl fmt::Display for Hours {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 < 2.0 {
+            write!(f, "{} min", fixed(self.0 * 60.0, 1))
+        } else {
+            write!(f, "{} h", fixed(self.0, 2))
+        }
     }
 }
 
 fn ranking_reason(job: &Job, s: &Scored, rank: usize, of: u64, best_key: Option<f64>) -> String {
-    let key = super::rank::objective_key(job.objective, s).0;
-    let what = match (job.objective, s.cost, s.hours, s.rate, s.value()) {
-        (Objective::Cheapest, Some(c), _, _, _) => format!("estimated cost ${}", fixed(c, 2)),
-        (Objective::Cheapest, None, _, _, _) => {
-            format!(
-                "${} per hour (no amount of work given)",
-                fixed(s.total_price, 2)
-            )
+    let key = super::rank::objective_key(job.objective, &s.standing()).0;
+    let mut out = format!("rank {rank} of {of} by {}: ", job.objective.ranked_by());
+    // Writing into a String cannot fail.
+    let _ = match (job.objective, s.cost, s.hours, s.rate, s.value()) {
+        (Objective::Cheapest, Some(c), _, _, _) => {
+            write!(out, "estimated cost ${}", fixed(c, 2))
         }
-        (Objective::Fastest, _, Some(h), _, _) => format!("done in {}", hours_text(h)),
+        (Objective::Cheapest, None, _, _, _) => write!(
+            out,
+            "${} per hour (no amount of work given)",
+            fixed(s.total_price, 2)
+        ),
+        (Objective::Fastest, _, Some(h), _, _) => write!(out, "done in {}", Hours(h)),
         (Objective::Fastest, _, None, Some(r), _) => {
-            format!("{} {} throughput", fixed(r, 1), s.unit)
+            write!(out, "{} {} throughput", fixed(r, 1), s.unit)
         }
-        (Objective::BestValue, _, _, _, Some(v)) => format!("{} {} per $/h", fixed(v, 3), s.unit),
-        _ => format!(
+        (Objective::BestValue, _, _, _, Some(v)) => {
+            write!(out, "{} {} per $/h", fixed(v, 3), s.unit)
+        }
+        _ => write!(
+            out,
             "throughput unknown, ranked after the others by its ${} per hour",
             fixed(s.total_price, 2)
         ),
     };
-    let gap = match best_key {
-        Some(best) if rank > 1 && key.is_finite() && best.is_finite() => {
-            let d = key - best;
-            match job.objective {
-                Objective::Cheapest if s.cost.is_some() => {
-                    format!(", ${} more than #1", fixed(d, 2))
-                }
-                Objective::Cheapest => format!(", ${}/h more than #1", fixed(d, 2)),
-                Objective::Fastest if s.hours.is_some() => {
-                    format!(", {} later than #1", hours_text(d))
-                }
-                _ => String::new(),
+    if let Some(best) = best_key
+        && rank > 1
+        && key.is_finite()
+        && best.is_finite()
+    {
+        let d = key - best;
+        let _ = match job.objective {
+            Objective::Cheapest if s.cost.is_some() => {
+                write!(out, ", ${} more than #1", fixed(d, 2))
             }
-        }
-        _ => String::new(),
-    };
-    format!(
-        "rank {rank} of {of} by {}: {what}{gap}",
-        job.objective.ranked_by()
-    )
+            Objective::Cheapest => write!(out, ", ${}/h more than #1", fixed(d, 2)),
+            Objective::Fastest if s.hours.is_some() => {
+                write!(out, ", {} later than #1", Hours(d))
+            }
+            _ => Ok(()),
+        };
+    }
+    out
 }
 
 fn memory_reason(job: &Job, s: &Scored, gpu_memory_gib: f64) -> String {
@@ -146,17 +165,24 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                 "throughput from measurements of workload `{workload}` on {gpu}: {} samples/s per GPU on {} ({} × {}, the smallest size measured) × {} × {} scaling efficiency ({how})",
                 fixed(per_gpu, 1),
                 baseline.instance_type,
-                gpus_text(f64::from(baseline.gpus)),
-                nodes_text(baseline.nodes),
-                gpus_text(gpus),
+                Gpus(f64::from(baseline.gpus)),
+                Nodes(baseline.nodes),
+                Gpus(gpus),
                 fixed(efficiency, 3)
             )
         }
         Basis::Datasheet(e) => {
-            let utilisation = if e.overridden {
-                format!("{} utilisation (given by the job)", e.utilisation)
+            let mut out = format!(
+                "throughput from datasheet: {} TFLOPS at {} × ",
+                e.peak_tflops,
+                job.precision.as_str()
+            );
+            // Writing into a String cannot fail.
+            let _ = if e.overridden {
+                write!(out, "{} utilisation (given by the job)", e.utilisation)
             } else {
-                format!(
+                write!(
+                    out,
                     "{} utilisation ({} ceiling × {} fill for {} parameters)",
                     fixed(e.utilisation, 3),
                     fixed(e.ceiling, 3),
@@ -164,13 +190,8 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                     params_text(job.model_size().0)
                 )
             };
-            format!(
-                "throughput from datasheet: {} TFLOPS at {} × {utilisation} × {} × {} scaling",
-                e.peak_tflops,
-                job.precision.as_str(),
-                gpus_text(gpus),
-                fixed(e.scaling, 3)
-            )
+            let _ = write!(out, " × {} × {} scaling", Gpus(gpus), fixed(e.scaling, 3));
+            out
         }
         Basis::Unknown => format!(
             "throughput unknown: no datasheet facts or benchmark for {gpu}, ranked by price"
@@ -184,10 +205,10 @@ fn time_reason(s: &Scored, provider: &str) -> Option<String> {
     let run = hours - s.startup_min / 60.0;
     Some(format!(
         "time: {} start-up + {} run = {}; billed {} per node ({} s increments, {} s minimum) × ${}/h = ${}",
-        hours_text(s.startup_min / 60.0),
-        hours_text(run),
-        hours_text(hours),
-        hours_text(billed),
+        Hours(s.startup_min / 60.0),
+        Hours(run),
+        Hours(hours),
+        Hours(billed),
         billing.increment_sec(),
         billing.minimum_sec(),
         fixed(s.total_price, 2),

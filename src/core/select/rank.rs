@@ -4,11 +4,34 @@
 use std::cmp::Ordering;
 
 use super::Scored;
+use crate::core::catalog::Market;
 use crate::core::job::{Job, Objective};
+
+/// What a configuration is ranked by: known as soon as it is costed, before the rest of it
+/// is gathered, so that a configuration that cannot enter the best `top_k` costs no more.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Standing {
+    pub cost: Option<f64>,
+    pub total_price: f64,
+    pub hours: Option<f64>,
+    pub rate: Option<f64>,
+    /// How much spot interruptions stretch the run (1 on demand).
+    pub spot_factor: f64,
+}
+
+impl Standing {
+    /// Throughput per hourly dollar; on spot, net of the work interruptions make redo.
+    pub(super) fn value(&self) -> Option<f64> {
+        Some(self.rate? / self.spot_factor / self.total_price)
+    }
+}
+
+/// Which configuration it is, for ties: offering, node count, market.
+pub(super) type Identity = (i64, u32, Market);
 
 /// The sort key of a configuration under the objective; lower is better. Configurations
 /// whose throughput is unknown sort after the others, by price.
-pub(super) fn objective_key(objective: Objective, c: &Scored) -> (f64, f64) {
+pub(super) fn objective_key(objective: Objective, c: &Standing) -> (f64, f64) {
     match objective {
         Objective::Cheapest => (c.cost.unwrap_or(c.total_price), c.hours.unwrap_or(0.0)),
         Objective::Fastest => (
@@ -21,18 +44,17 @@ pub(super) fn objective_key(objective: Objective, c: &Scored) -> (f64, f64) {
 
 /// A total order: the objective, then offering, node count and market, so that equal keys
 /// still rank the same way every time.
-fn compare(a_key: (f64, f64), a: &Scored, b: &Ranked) -> Ordering {
+fn compare(a_key: (f64, f64), a: Identity, b: &Ranked) -> Ordering {
     a_key
         .0
         .total_cmp(&b.key.0)
         .then(a_key.1.total_cmp(&b.key.1))
-        .then(a.offering_id.cmp(&b.scored.offering_id))
-        .then(a.nodes.cmp(&b.scored.nodes))
-        .then(a.market.cmp(&b.scored.market))
+        .then(a.cmp(&b.identity))
 }
 
 struct Ranked<'a> {
     key: (f64, f64),
+    identity: Identity,
     scored: Scored<'a>,
 }
 
@@ -55,26 +77,39 @@ impl<'a> TopK<'a> {
         }
     }
 
-    /// Offers one feasible configuration; it is copied only when it ranks among the best.
-    pub(super) fn offer(&mut self, scored: &Scored<'a>) {
+    /// Offers one feasible configuration; `scored` gathers the whole of it only when it
+    /// ranks among the best.
+    #[inline]
+    pub(super) fn offer(
+        &mut self,
+        standing: &Standing,
+        identity: Identity,
+        scored: impl FnOnce() -> Scored<'a>,
+    ) {
         self.offered += 1;
-        let key = objective_key(self.objective, scored);
+        let key = objective_key(self.objective, standing);
         if self.best.len() == self.top_k
             && self
                 .best
                 .last()
-                .is_some_and(|worst| compare(key, scored, worst) != Ordering::Less)
+                .is_some_and(|worst| compare(key, identity, worst) != Ordering::Less)
         {
             return;
         }
+        self.insert(key, identity, scored());
+    }
+
+    /// Keeps a configuration that ranks among the best.
+    fn insert(&mut self, key: (f64, f64), identity: Identity, scored: Scored<'a>) {
         let at = self
             .best
-            .partition_point(|b| compare(key, scored, b) == Ordering::Greater);
+            .partition_point(|b| compare(key, identity, b) == Ordering::Greater);
         self.best.insert(
             at,
             Ranked {
                 key,
-                scored: *scored,
+                identity,
+                scored,
             },
         );
         self.best.truncate(self.top_k);
@@ -94,13 +129,12 @@ impl<'a> TopK<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::Market;
     use crate::core::select::Basis;
 
     fn scored(offering_id: i64, market: Market, cost: f64, total_price: f64) -> Scored<'static> {
+        // The position stands in for the offering in these tests.
         Scored {
-            position: 0,
-            offering_id,
+            position: offering_id as usize,
             nodes: 1,
             market,
             degree: 1,
@@ -120,10 +154,14 @@ mod tests {
         }
     }
 
+    fn offer<'a>(top: &mut TopK<'a>, s: Scored<'a>) {
+        top.offer(&s.standing(), (s.position as i64, s.nodes, s.market), || s);
+    }
+
     fn ids(top: TopK) -> Vec<(i64, Market)> {
         top.into_ranked()
             .iter()
-            .map(|s| (s.offering_id, s.market))
+            .map(|s| (s.position as i64, s.market))
             .collect()
     }
 
@@ -135,7 +173,7 @@ mod tests {
         };
         let mut top = TopK::new(&job);
         for (id, cost) in [(1, 30.0), (2, 10.0), (3, 20.0), (4, 5.0), (5, 50.0)] {
-            top.offer(&scored(id, Market::OnDemand, cost, 2.0));
+            offer(&mut top, scored(id, Market::OnDemand, cost, 2.0));
         }
         assert_eq!(top.feasible(), 5);
         assert_eq!(ids(top), [(4, Market::OnDemand), (2, Market::OnDemand)]);
@@ -148,10 +186,10 @@ mod tests {
             ..Job::default()
         };
         let mut top = TopK::new(&job);
-        top.offer(&scored(7, Market::Spot, 10.0, 2.0));
-        top.offer(&scored(7, Market::OnDemand, 10.0, 2.0));
-        top.offer(&scored(3, Market::Spot, 10.0, 2.0));
-        top.offer(&scored(9, Market::OnDemand, 10.0, 2.0));
+        offer(&mut top, scored(7, Market::Spot, 10.0, 2.0));
+        offer(&mut top, scored(7, Market::OnDemand, 10.0, 2.0));
+        offer(&mut top, scored(3, Market::Spot, 10.0, 2.0));
+        offer(&mut top, scored(9, Market::OnDemand, 10.0, 2.0));
         assert_eq!(
             ids(top),
             [(3, Market::Spot), (7, Market::OnDemand), (7, Market::Spot)]
@@ -163,16 +201,16 @@ mod tests {
         let quick = scored(1, Market::OnDemand, 40.0, 8.0);
         let slow = scored(2, Market::OnDemand, 12.0, 1.0);
         assert!(
-            objective_key(Objective::Fastest, &quick).0
-                < objective_key(Objective::Fastest, &slow).0
+            objective_key(Objective::Fastest, &quick.standing()).0
+                < objective_key(Objective::Fastest, &slow.standing()).0
         );
         assert!(
-            objective_key(Objective::BestValue, &slow).0
-                < objective_key(Objective::BestValue, &quick).0
+            objective_key(Objective::BestValue, &slow.standing()).0
+                < objective_key(Objective::BestValue, &quick.standing()).0
         );
         assert!(
-            objective_key(Objective::Cheapest, &slow).0
-                < objective_key(Objective::Cheapest, &quick).0
+            objective_key(Objective::Cheapest, &slow.standing()).0
+                < objective_key(Objective::Cheapest, &quick.standing()).0
         );
     }
 }

@@ -2,6 +2,8 @@
 //! and written out as text only at the end: a scan over the whole catalog rejects thousands
 //! of configurations, and only three of each reason are ever read.
 
+use std::fmt::Write;
+
 use crate::core::catalog::{CatalogSnapshot, Market, Offering};
 use crate::core::decision::{RejectReason, Rejections};
 use crate::core::fixed::fixed;
@@ -153,42 +155,54 @@ const REASON_ORDER: [RejectReason; REASONS] = [
     RejectReason::OverBudget,
 ];
 
-/// Where, what and how many: `aws/us-east-1/-/p4d.24xlarge ×2 spot`.
-pub(super) fn label(o: &Offering, nodes: u32, market: Market) -> String {
+/// Where, what and how many, then why: `aws/us-east-1/-/p4d.24xlarge ×2 spot: $65.54/h`.
+/// Written piece by piece into one string: a selection writes a few dozen of these.
+fn example_text(o: &Offering, e: &Example) -> String {
     let zone = if o.key.zone.is_empty() {
         "-"
     } else {
         &o.key.zone
     };
-    format!(
-        "{}/{}/{}/{} ×{nodes} {}",
-        o.key.provider, o.key.region, zone, o.key.instance_type, market
-    )
-}
-
-fn example_text(o: &Offering, e: &Example) -> String {
-    let label = label(o, e.nodes, e.market);
-    match e.detail {
-        Detail::None => label,
-        Detail::NoBf16 => format!("{label}: {} has no bf16", o.spec.gpu),
-        Detail::NoFacts => format!(
-            "{label}: no datasheet TFLOPS for {} and no benchmark",
+    let mut out = String::with_capacity(96);
+    for (i, part) in [&o.key.provider, &o.key.region, zone, &o.key.instance_type]
+        .into_iter()
+        .enumerate()
+    {
+        if i > 0 {
+            out.push('/');
+        }
+        out.push_str(part);
+    }
+    out.push_str(" ×");
+    out.push_str(itoa::Buffer::new().format(e.nodes));
+    out.push(' ');
+    out.push_str(e.market.as_str());
+    // Writing into a String cannot fail.
+    let _ = match e.detail {
+        Detail::None => Ok(()),
+        Detail::NoBf16 => write!(out, ": {} has no bf16", o.spec.gpu),
+        Detail::NoFacts => write!(
+            out,
+            ": no datasheet TFLOPS for {} and no benchmark",
             o.spec.gpu
         ),
-        Detail::Memory { need, usable } => format!(
-            "{label}: needs {} GiB per GPU, {} of {} usable",
+        Detail::Memory { need, usable } => write!(
+            out,
+            ": needs {} GiB per GPU, {} of {} usable",
             fixed(need, 1),
             fixed(usable, 1),
             fixed(o.spec.gpu_memory_gib, 1)
         ),
-        Detail::Interconnect => format!("{label}: {}", o.spec.interconnect.as_str()),
+        Detail::Interconnect => write!(out, ": {}", o.spec.interconnect.as_str()),
         Detail::InterruptionsTooCostly => {
-            format!("{label}: interruptions would cost half the run or more")
+            out.push_str(": interruptions would cost half the run or more");
+            Ok(())
         }
-        Detail::PricePerHour(p) => format!("{label}: ${}/h", fixed(p, 2)),
-        Detail::Hours(h) => format!("{label}: {} h", fixed(h, 1)),
-        Detail::Cost(c) => format!("{label}: ${}", fixed(c, 0)),
-    }
+        Detail::PricePerHour(p) => write!(out, ": ${}/h", fixed(p, 2)),
+        Detail::Hours(h) => write!(out, ": {} h", fixed(h, 1)),
+        Detail::Cost(c) => write!(out, ": ${}", fixed(c, 0)),
+    };
+    out
 }
 
 #[cfg(test)]
