@@ -257,21 +257,17 @@ fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape
     ) {
         Err(refusal) => scan.rejected.add_each(refusal, &sold, &req.nodes),
         Ok(plan) => {
-            let mut fitting = Vec::with_capacity(fits.len());
-            for (i, (n, fit)) in req.nodes.iter().zip(&fits).enumerate() {
-                match fit {
-                    Ok(fit) => fitting.push((i, *n, fit)),
-                    Err(refusal) => {
-                        scan.rejected
-                            .add_each(*refusal, &sold, std::slice::from_ref(n));
-                    }
+            for (n, fit) in req.nodes.iter().zip(&fits) {
+                if let Err(refusal) = fit {
+                    scan.rejected
+                        .add_each(*refusal, &sold, std::slice::from_ref(n));
                 }
             }
-            if !fitting.is_empty() {
+            if fits.iter().any(Result::is_ok) {
                 scan.spot_runs.clear();
                 scan.spot_runs.resize(req.nodes.len(), SpotRun::default());
                 for &p in sold.iter() {
-                    scan_offering(req, risk, scan, &plan, &fitting, p as usize);
+                    scan_offering(req, risk, scan, &plan, &fits, p as usize);
                 }
             }
         }
@@ -279,20 +275,23 @@ fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape
     scan.fits = fits;
 }
 
-/// Every node count the shape fits (by index in the request's node counts) and every
-/// market of one offering.
+/// Every node count the shape fits (`fits` holds a verdict per node count of the request)
+/// and every market of one offering.
 fn scan_offering<'a>(
     req: &Request<'a>,
     risk: &SpotRisk,
     scan: &mut Scan<'a>,
     shape: &ShapePlan,
-    fitting: &[(usize, u32, &Fit<'a>)],
+    fits: &[NodeVerdict<'a>],
     position: usize,
 ) {
     let q = &req.catalog.quotes()[position];
     // Looked up at the first spot price, once for all node counts.
     let mut rate = None;
-    for &(i, n, fit) in fitting {
+    for (i, (&n, fit)) in req.nodes.iter().zip(fits).enumerate() {
+        let Ok(fit) = fit else {
+            continue;
+        };
         let at = At {
             position,
             shape,

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write};
+use std::sync::LazyLock;
 
 use super::{Basis, NearMisses, Scored};
 use crate::core::benchmark::MeasuredHow;
@@ -420,6 +421,17 @@ pub(super) fn suggest(job: &Job, near: &NearMisses, memory_rejections: u64) -> V
     out
 }
 
+/// The utilisation model in words, up to where the model size came from: the same for every
+/// selection, and a dozen figures to format, so it is written once.
+static MODEL_RULE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "per GPU: ceiling ({CEILING_AT_REFERENCE} × ({REFERENCE_RIDGE} / the GPU's FLOPs per byte of \
+         memory bandwidth)^{RIDGE_EXPONENT}, at most {CEILING_CAP}) × fill (1 + {FILL_PER_DECADE} × \
+         log10(parameters / ({FULL_SIZE_AT_REFERENCE:e} × sqrt(TFLOPS / {REFERENCE_TFLOPS}))), \
+         {MIN_FILL} to 1), with the model size from "
+    )
+});
+
 pub(super) fn assumptions(
     catalog: &CatalogSnapshot,
     job: &Job,
@@ -474,12 +486,7 @@ pub(super) fn assumptions(
                 Some(u) => format!(
                     "{u} of datasheet TFLOPS per GPU, as the job states; scaling across GPUs and nodes still applies"
                 ),
-                None => format!(
-                    "per GPU: ceiling ({CEILING_AT_REFERENCE} × ({REFERENCE_RIDGE} / the GPU's FLOPs per byte of \
-                     memory bandwidth)^{RIDGE_EXPONENT}, at most {CEILING_CAP}) × fill (1 + {FILL_PER_DECADE} × \
-                     log10(parameters / ({FULL_SIZE_AT_REFERENCE:e} × sqrt(TFLOPS / {REFERENCE_TFLOPS}))), \
-                     {MIN_FILL} to 1), with the model size from {size}"
-                ),
+                None => format!("{}{size}", *MODEL_RULE),
             },
             source: estimate::SOURCE.to_string(),
             job_override: job.utilisation,
