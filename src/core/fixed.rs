@@ -18,7 +18,8 @@ const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 /// rounder bound costs nothing.
 const LARGEST_SCALED: f64 = 1e15;
 
-/// `value` with `places` decimals, formatted as `{value:.places$}` would be.
+/// `value` with `places` decimals, formatted as `{value:.places$}` would be. Width and
+/// alignment flags of an enclosing format string are not applied.
 #[derive(Debug, Clone, Copy)]
 pub struct Fixed {
     value: f64,
