@@ -27,7 +27,7 @@ use super::catalog::{CatalogSnapshot, Market};
 use super::decision::{InstanceDecision, RejectReason, ThroughputSource};
 use super::estimate::Estimate;
 use super::job::{Job, Work};
-use super::spot::{RateSource, SpotRisk};
+use super::spot::{RateSource, SpotRisk, TypeRisk};
 use market::{RateSourcesSeen, Timed};
 use plan::{Fit, NodeVerdict, ShapePlan};
 use rank::{Standing, TopK};
@@ -266,8 +266,10 @@ fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape
             if fits.iter().any(Result::is_ok) {
                 scan.spot_runs.clear();
                 scan.spot_runs.resize(req.nodes.len(), SpotRun::default());
+                // One provider and instance type: its rates are found once, region by region.
+                let risk = risk.of_type(&o.key.provider, &o.key.instance_type);
                 for &p in sold.iter() {
-                    scan_offering(req, risk, scan, &plan, &fits, p as usize);
+                    scan_offering(req, &risk, scan, &plan, &fits, p as usize);
                 }
             }
         }
@@ -279,7 +281,7 @@ fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape
 /// and every market of one offering.
 fn scan_offering<'a>(
     req: &Request<'a>,
-    risk: &SpotRisk,
+    risk: &TypeRisk,
     scan: &mut Scan<'a>,
     shape: &ShapePlan,
     fits: &[NodeVerdict<'a>],

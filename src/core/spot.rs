@@ -62,11 +62,12 @@ pub enum RateSource {
     ProviderDefault,
 }
 
-/// Interruption rates known per AWS region and instance type.
+/// Interruption rates known per AWS instance type and region.
 #[derive(Debug, Clone, Default)]
 pub struct SpotRisk {
-    /// region -> instance type -> interruptions per instance-hour. Nested so that lookups by
-    /// `&str` need no allocation on the selection hot path.
+    /// instance type -> region -> interruptions per instance-hour. Nested so that lookups by
+    /// `&str` need no allocation, and by type first because selection looks up every region
+    /// of one instance type in turn ([`SpotRisk::of_type`]).
     aws: NameMap<NameMap<f64>>,
 }
 
@@ -76,9 +77,9 @@ impl SpotRisk {
         let mut aws: NameMap<NameMap<f64>> = NameMap::default();
         for (region, it, bucket) in rows {
             if let Some(monthly) = ADVISOR_BUCKET_MIDPOINTS.get(bucket) {
-                aws.entry(region)
+                aws.entry(it)
                     .or_default()
-                    .insert(it, monthly / HOURS_PER_MONTH);
+                    .insert(region, monthly / HOURS_PER_MONTH);
             }
         }
         Self { aws }
@@ -86,12 +87,33 @@ impl SpotRisk {
 
     /// Interruptions per instance-hour for one offering, and where the figure came from.
     pub fn rate(&self, provider: &str, region: &str, instance_type: &str) -> (f64, RateSource) {
-        let known = (provider == "aws")
-            .then(|| self.aws.get(region)?.get(instance_type))
-            .flatten();
-        match known {
+        self.of_type(provider, instance_type).rate(region)
+    }
+
+    /// The rates of one provider's instance type, to look up region by region.
+    pub fn of_type(&self, provider: &str, instance_type: &str) -> TypeRisk<'_> {
+        TypeRisk {
+            by_region: (provider == "aws")
+                .then(|| self.aws.get(instance_type))
+                .flatten(),
+            default: provider_default_rate(provider),
+        }
+    }
+}
+
+/// The interruption rates of one provider's instance type ([`SpotRisk::of_type`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TypeRisk<'a> {
+    by_region: Option<&'a NameMap<f64>>,
+    default: f64,
+}
+
+impl TypeRisk<'_> {
+    /// Interruptions per instance-hour in `region`, and where the figure came from.
+    pub fn rate(&self, region: &str) -> (f64, RateSource) {
+        match self.by_region.and_then(|rates| rates.get(region)) {
             Some(r) => (*r, RateSource::Advisor),
-            None => (provider_default_rate(provider), RateSource::ProviderDefault),
+            None => (self.default, RateSource::ProviderDefault),
         }
     }
 }

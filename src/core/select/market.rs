@@ -6,7 +6,7 @@ use super::reject::{Detail, Refusal};
 use crate::core::catalog::Offering;
 use crate::core::decision::RejectReason;
 use crate::core::job::Job;
-use crate::core::spot::{RateSource, SpotRisk, loss_per_interruption_hours, stretch};
+use crate::core::spot::{RateSource, TypeRisk, loss_per_interruption_hours, stretch};
 use crate::core::terms::Billing;
 
 /// The run in one market.
@@ -22,18 +22,19 @@ pub(super) struct MarketRun {
 /// Which interruption-rate sources any spot configuration used: (advisor, provider default).
 pub(super) type RateSourcesSeen = (bool, bool);
 
-/// The interruption rate of spot `o` for the job: refused without the job's permission or
-/// checkpoints. Notes which source answered.
+/// The interruption rate of spot `o` for the job, from the rates of its instance type
+/// (`risk`): refused without the job's permission or checkpoints. Notes which source
+/// answered.
 pub(super) fn spot_rate(
     job: &Job,
-    risk: &SpotRisk,
+    risk: &TypeRisk,
     o: &Offering,
     seen: &mut RateSourcesSeen,
 ) -> Result<(f64, RateSource), Refusal> {
     if !job.spot_allowed || job.checkpoint_interval_min.is_none() {
         return Err((RejectReason::SpotNotAllowed, Detail::None));
     }
-    let (per_hour, source) = risk.rate(&o.key.provider, &o.key.region, &o.key.instance_type);
+    let (per_hour, source) = risk.rate(&o.key.region);
     match source {
         RateSource::Advisor => seen.0 = true,
         RateSource::ProviderDefault => seen.1 = true,
@@ -136,6 +137,7 @@ pub(super) fn cost_and_time(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::spot::SpotRisk;
     use crate::core::test_support::p4d;
 
     #[test]
@@ -144,7 +146,12 @@ mod tests {
         let o = p4d().build();
         let mut seen = (false, false);
         assert_eq!(
-            spot_rate(&Job::default(), &risk, &o, &mut seen),
+            spot_rate(
+                &Job::default(),
+                &risk.of_type("aws", "p4d.24xlarge"),
+                &o,
+                &mut seen
+            ),
             Err((RejectReason::SpotNotAllowed, Detail::None))
         );
         assert_eq!(seen, (false, false));
@@ -153,7 +160,8 @@ mod tests {
             checkpoint_interval_min: Some(10.0),
             ..Job::default()
         };
-        let rate = spot_rate(&job, &risk, &o, &mut seen).expect("spot with checkpoints");
+        let rate = spot_rate(&job, &risk.of_type("aws", "p4d.24xlarge"), &o, &mut seen)
+            .expect("spot with checkpoints");
         assert_eq!(seen, (true, false));
         let run = on_spot(&job, rate, 2, Some(10.0)).expect("a bearable rate");
         let (per_hour, source, factor) = run.spot_rate.expect("a spot rate");
@@ -175,7 +183,13 @@ mod tests {
             ..Job::default()
         };
         let mut seen = (false, false);
-        let rate = spot_rate(&weekly, &risk, &p4d().build(), &mut seen).expect("allowed");
+        let rate = spot_rate(
+            &weekly,
+            &risk.of_type("aws", "p4d.24xlarge"),
+            &p4d().build(),
+            &mut seen,
+        )
+        .expect("allowed");
         assert_eq!(seen, (false, true));
         assert_eq!(
             on_spot(&weekly, rate, 64, Some(1000.0)),
