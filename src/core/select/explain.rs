@@ -40,30 +40,25 @@ fn params_text(params: f64) -> String {
     )
 }
 
-/// A GPU count as people write it: 1 GPU, 8 GPUs, 0.5 GPUs.
-struct Gpus(f64);
+/// A count and its unit as people write them, singular for one: 1 GPU, 0.5 GPUs, 4 nodes.
+struct Count(f64, &'static str);
 
-impl fmt::Display for Gpus {
+impl fmt::Display for Count {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.0 == 1.0 {
-            f.write_str("1 GPU")
+            write!(f, "1 {}", self.1)
         } else {
-            write!(f, "{} GPUs", self.0)
+            write!(f, "{} {}s", self.0, self.1)
         }
     }
 }
 
-/// A node count: 1 node, 4 nodes.
-struct Nodes(u32);
+fn gpu_count(count: f64) -> Count {
+    Count(count, "GPU")
+}
 
-impl fmt::Display for Nodes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 == 1 {
-            f.write_str("1 node")
-        } else {
-            write!(f, "{} nodes", self.0)
-        }
-    }
+fn node_count(count: u32) -> Count {
+    Count(f64::from(count), "node")
 }
 
 /// Hours as minutes below two hours, else hours.
@@ -166,9 +161,9 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                 "throughput from measurements of workload `{workload}` on {gpu}: {} samples/s per GPU on {} ({} × {}, the smallest size measured) × {} × {} scaling efficiency ({how})",
                 fixed(per_gpu, 1),
                 baseline.instance_type,
-                Gpus(f64::from(baseline.gpus)),
-                Nodes(baseline.nodes),
-                Gpus(gpus),
+                gpu_count(f64::from(baseline.gpus)),
+                node_count(baseline.nodes),
+                gpu_count(gpus),
                 fixed(efficiency, 3)
             )
         }
@@ -191,7 +186,12 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                     params_text(job.model_size().0)
                 )
             };
-            let _ = write!(out, " × {} × {} scaling", Gpus(gpus), fixed(e.scaling, 3));
+            let _ = write!(
+                out,
+                " × {} × {} scaling",
+                gpu_count(gpus),
+                fixed(e.scaling, 3)
+            );
             out
         }
         Basis::Unknown => format!(
