@@ -15,6 +15,7 @@
 mod explain;
 mod filter;
 mod market;
+mod outranked;
 mod plan;
 mod rank;
 mod reject;
@@ -183,18 +184,24 @@ struct Scan<'a> {
     rate_sources: RateSourcesSeen,
 }
 
+impl Scan<'_> {
+    fn new(req: &Request) -> Self {
+        Self {
+            considered: (req.catalog.offerings().len() * req.nodes.len() * MARKETS.len()) as u64,
+            fits: Vec::with_capacity(req.nodes.len()),
+            spot_runs: Vec::with_capacity(req.nodes.len()),
+            rejected: RejectTally::default(),
+            near: NearMisses::default(),
+            best: TopK::new(req.job),
+            rate_sources: (false, false),
+        }
+    }
+}
+
 /// Chooses instances for `job` from `catalog`.
 pub fn select(catalog: &CatalogSnapshot, risk: &SpotRisk, job: &Job) -> InstanceDecision {
     let req = Request::new(catalog, job);
-    let mut scan = Scan {
-        considered: (catalog.offerings().len() * req.nodes.len() * MARKETS.len()) as u64,
-        fits: Vec::with_capacity(req.nodes.len()),
-        spot_runs: Vec::with_capacity(req.nodes.len()),
-        rejected: RejectTally::default(),
-        near: NearMisses::default(),
-        best: TopK::new(job),
-        rate_sources: (false, false),
-    };
+    let mut scan = Scan::new(&req);
     for shape in scan_order(&req) {
         scan_shape(&req, risk, &mut scan, shape);
     }
@@ -268,8 +275,10 @@ fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape
                 scan.spot_runs.resize(req.nodes.len(), SpotRun::default());
                 // One provider and instance type: its rates are found once, region by region.
                 let risk = risk.of_type(&o.key.provider, &o.key.instance_type);
-                for &p in sold.iter() {
-                    scan_offering(req, &risk, scan, &plan, &fits, p as usize);
+                if !outranked::count_if_outranked(req, &risk, scan, &plan, &fits, &sold) {
+                    for &p in sold.iter() {
+                        scan_offering(req, &risk, scan, &plan, &fits, p as usize);
+                    }
                 }
             }
         }

@@ -116,6 +116,20 @@ impl TypeRisk<'_> {
             None => (self.default, RateSource::ProviderDefault),
         }
     }
+
+    /// The highest rate [`TypeRisk::rate`] gives in any region.
+    pub fn highest_rate(&self) -> (f64, RateSource) {
+        self.by_region
+            .into_iter()
+            .flat_map(|rates| rates.values())
+            .fold((self.default, RateSource::ProviderDefault), |high, &r| {
+                if r > high.0 {
+                    (r, RateSource::Advisor)
+                } else {
+                    high
+                }
+            })
+    }
 }
 
 /// Work an interruption throws away, plus the restart, in hours. An interruption at a

@@ -115,6 +115,19 @@ impl<'a> TopK<'a> {
         self.best.truncate(self.top_k);
     }
 
+    /// The key a configuration must rank before to enter, once the best `top_k` are full.
+    pub(super) fn worst_key(&self) -> Option<(f64, f64)> {
+        if self.best.len() < self.top_k {
+            return None;
+        }
+        self.best.last().map(|worst| worst.key)
+    }
+
+    /// Counts feasible configurations known to rank after every kept one.
+    pub(super) fn count_outranked(&mut self, configurations: u64) {
+        self.offered += configurations;
+    }
+
     /// How many feasible configurations were offered.
     pub(super) fn feasible(&self) -> u64 {
         self.offered
