@@ -10,7 +10,9 @@
 //! close to a tie, and anything too large, too precise or not finite, go to the standard
 //! library, so the text is the same byte for byte.
 
-use std::fmt;
+use std::fmt::{self, Write};
+
+use super::text::Piece;
 
 /// Powers of ten that are exact in an `f64`.
 const POW10: [f64; 10] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
@@ -38,6 +40,22 @@ impl fmt::Display for Fixed {
             // Only ASCII digits, a sign and a point are written.
             Some(len) => f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?),
             None => write!(f, "{:.*}", self.places, self.value),
+        }
+    }
+}
+
+impl Piece for Fixed {
+    fn push_to(&self, out: &mut String) {
+        let mut buf = [0u8; 40];
+        // Only ASCII digits, a sign and a point are written, so the text is always UTF-8.
+        let fast = write_fast(&mut buf, self.value, self.places)
+            .and_then(|len| std::str::from_utf8(&buf[..len]).ok());
+        match fast {
+            Some(digits) => out.push_str(digits),
+            // Writing into a String cannot fail.
+            None => {
+                let _ = write!(out, "{:.*}", self.places, self.value);
+            }
         }
     }
 }
@@ -94,12 +112,17 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Both ways of writing: through `Display` and pushed as a [`Piece`].
     fn same_as_std(value: f64, places: usize) {
+        let expected = format!("{value:.places$}");
         assert_eq!(
             fixed(value, places).to_string(),
-            format!("{value:.places$}"),
+            expected,
             "{value:e} with {places} decimals"
         );
+        let mut pushed = String::from("·");
+        fixed(value, places).push_to(&mut pushed);
+        assert_eq!(pushed, format!("·{expected}"), "{value:e} pushed");
     }
 
     #[test]

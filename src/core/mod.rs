@@ -24,4 +24,5 @@ pub mod spot;
 pub mod terms;
 #[cfg(test)]
 pub(crate) mod test_support;
+pub mod text;
 pub mod timestamp;

@@ -3,7 +3,6 @@
 //! estimates.
 
 use std::collections::BTreeMap;
-use std::fmt::{self, Write};
 use std::sync::LazyLock;
 
 use super::{Basis, NearMisses, Scored};
@@ -25,6 +24,7 @@ use crate::core::job::{
 };
 use crate::core::spot::RateSource;
 use crate::core::terms::Billing;
+use crate::core::text::{Piece, Shortest, push};
 
 /// A parameter count as people write it: 25M, 1.3B.
 fn params_text(params: f64) -> String {
@@ -43,12 +43,12 @@ fn params_text(params: f64) -> String {
 /// A count and its unit as people write them, singular for one: 1 GPU, 0.5 GPUs, 4 nodes.
 struct Count(f64, &'static str);
 
-impl fmt::Display for Count {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Piece for Count {
+    fn push_to(&self, out: &mut String) {
         if self.0 == 1.0 {
-            write!(f, "1 {}", self.1)
+            push!(out, "1 ", self.1);
         } else {
-            write!(f, "{} {}s", self.0, self.1)
+            push!(out, Shortest(self.0), " ", self.1, "s");
         }
     }
 }
@@ -64,87 +64,110 @@ fn node_count(count: u32) -> Count {
 /// Hours as minutes below two hours, else hours.
 struct Hours(f64);
 
-impl fmt::Display for Hours {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Piece for Hours {
+    fn push_to(&self, out: &mut String) {
         if self.0 < 2.0 {
-            write!(f, "{} min", fixed(self.0 * 60.0, 1))
+            push!(out, fixed(self.0 * 60.0, 1), " min");
         } else {
-            write!(f, "{} h", fixed(self.0, 2))
+            push!(out, fixed(self.0, 2), " h");
         }
     }
 }
 
 fn ranking_reason(job: &Job, s: &Scored, rank: usize, of: u64, best_key: Option<f64>) -> String {
     let key = super::rank::objective_key(job.objective, &s.standing()).0;
-    let mut out = format!("rank {rank} of {of} by {}: ", job.objective.ranked_by());
-    // Writing into a String cannot fail.
-    let _ = match (job.objective, s.cost, s.hours, s.rate, s.value()) {
-        (Objective::Cheapest, Some(c), _, _, _) => {
-            write!(out, "estimated cost ${}", fixed(c, 2))
-        }
-        (Objective::Cheapest, None, _, _, _) => write!(
-            out,
-            "${} per hour (no amount of work given)",
-            fixed(s.total_price, 2)
+    let mut out = String::with_capacity(96);
+    let text = &mut out;
+    push!(
+        text,
+        "rank ",
+        rank,
+        " of ",
+        of,
+        " by ",
+        job.objective.ranked_by(),
+        ": "
+    );
+    match (job.objective, s.cost, s.hours, s.rate, s.value()) {
+        (Objective::Cheapest, Some(c), _, _, _) => push!(text, "estimated cost $", fixed(c, 2)),
+        (Objective::Cheapest, None, _, _, _) => push!(
+            text,
+            "$",
+            fixed(s.total_price, 2),
+            " per hour (no amount of work given)"
         ),
-        (Objective::Fastest, _, Some(h), _, _) => write!(out, "done in {}", Hours(h)),
+        (Objective::Fastest, _, Some(h), _, _) => push!(text, "done in ", Hours(h)),
         (Objective::Fastest, _, None, Some(r), _) => {
-            write!(out, "{} {} throughput", fixed(r, 1), s.unit)
+            push!(text, fixed(r, 1), " ", s.unit, " throughput");
         }
         (Objective::BestValue, _, _, _, Some(v)) => {
-            write!(out, "{} {} per $/h", fixed(v, 3), s.unit)
+            push!(text, fixed(v, 3), " ", s.unit, " per $/h");
         }
-        _ => write!(
-            out,
-            "throughput unknown, ranked after the others by its ${} per hour",
-            fixed(s.total_price, 2)
+        _ => push!(
+            text,
+            "throughput unknown, ranked after the others by its $",
+            fixed(s.total_price, 2),
+            " per hour"
         ),
-    };
+    }
     if let Some(best) = best_key
         && rank > 1
         && key.is_finite()
         && best.is_finite()
     {
         let d = key - best;
-        let _ = match job.objective {
+        match job.objective {
             Objective::Cheapest if s.cost.is_some() => {
-                write!(out, ", ${} more than #1", fixed(d, 2))
+                push!(text, ", $", fixed(d, 2), " more than #1");
             }
-            Objective::Cheapest => write!(out, ", ${}/h more than #1", fixed(d, 2)),
+            Objective::Cheapest => push!(text, ", $", fixed(d, 2), "/h more than #1"),
             Objective::Fastest if s.hours.is_some() => {
-                write!(out, ", {} later than #1", Hours(d))
+                push!(text, ", ", Hours(d), " later than #1");
             }
-            _ => Ok(()),
-        };
+            _ => {}
+        }
     }
     out
 }
 
 fn memory_reason(job: &Job, s: &Scored, gpu_memory_gib: f64) -> String {
-    let sharing = match &job.memory {
-        MemoryNeed::Fixed { .. } => "as the job states".to_string(),
-        MemoryNeed::Model { sharding, .. } => match sharding.what_is_split() {
-            None => "each GPU holds all model states".to_string(),
-            Some(split) => format!("{split} over {} GPUs", s.degree),
-        },
-    };
-    format!(
-        "fits: needs {} GiB of the {} GiB usable per GPU ({} GiB less the CUDA context and allocator overhead); {sharing}",
+    let mut out = String::with_capacity(160);
+    let text = &mut out;
+    push!(
+        text,
+        "fits: needs ",
         fixed(s.need, 1),
+        " GiB of the ",
         fixed(s.usable, 1),
-        fixed(gpu_memory_gib, 1)
-    )
+        " GiB usable per GPU (",
+        fixed(gpu_memory_gib, 1),
+        " GiB less the CUDA context and allocator overhead); "
+    );
+    match &job.memory {
+        MemoryNeed::Fixed { .. } => push!(text, "as the job states"),
+        MemoryNeed::Model { sharding, .. } => match sharding.what_is_split() {
+            None => push!(text, "each GPU holds all model states"),
+            Some(split) => push!(text, split, " over ", s.degree, " GPUs"),
+        },
+    }
+    out
 }
 
 fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
     let workload = job.workload.as_deref().unwrap_or_default();
+    let mut out = String::with_capacity(224);
+    let text = &mut out;
     match s.basis {
         Basis::Measured {
             how: MeasuredHow::Exact,
             ..
-        } => format!(
-            "throughput measured: {} samples/s for workload `{workload}` on this instance type at this size",
-            fixed(s.rate.unwrap_or_default(), 1)
+        } => push!(
+            text,
+            "throughput measured: ",
+            fixed(s.rate.unwrap_or_default(), 1),
+            " samples/s for workload `",
+            workload,
+            "` on this instance type at this size"
         ),
         Basis::Measured {
             how,
@@ -157,64 +180,101 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                 MeasuredHow::Interpolated => "interpolated between measured sizes",
                 _ => "extrapolated beyond the largest measured size",
             };
-            format!(
-                "throughput from measurements of workload `{workload}` on {gpu}: {} samples/s per GPU on {} ({} × {}, the smallest size measured) × {} × {} scaling efficiency ({how})",
+            push!(
+                text,
+                "throughput from measurements of workload `",
+                workload,
+                "` on ",
+                gpu,
+                ": ",
                 fixed(per_gpu, 1),
+                " samples/s per GPU on ",
                 baseline.instance_type,
+                " (",
                 gpu_count(f64::from(baseline.gpus)),
+                " × ",
                 node_count(baseline.nodes),
+                ", the smallest size measured) × ",
                 gpu_count(gpus),
-                fixed(efficiency, 3)
-            )
+                " × ",
+                fixed(efficiency, 3),
+                " scaling efficiency (",
+                how,
+                ")"
+            );
         }
         Basis::Datasheet(e) => {
-            let mut out = format!(
-                "throughput from datasheet: {} TFLOPS at {} × ",
-                e.peak_tflops,
-                job.precision.as_str()
+            push!(
+                text,
+                "throughput from datasheet: ",
+                Shortest(e.peak_tflops),
+                " TFLOPS at ",
+                job.precision.as_str(),
+                " × "
             );
-            // Writing into a String cannot fail.
-            let _ = if e.overridden {
-                write!(out, "{} utilisation (given by the job)", e.utilisation)
+            if e.overridden {
+                push!(
+                    text,
+                    Shortest(e.utilisation),
+                    " utilisation (given by the job)"
+                );
             } else {
-                write!(
-                    out,
-                    "{} utilisation ({} ceiling × {} fill for {} parameters)",
+                push!(
+                    text,
                     fixed(e.utilisation, 3),
+                    " utilisation (",
                     fixed(e.ceiling, 3),
+                    " ceiling × ",
                     fixed(e.fill, 3),
-                    params_text(job.model_size().0)
-                )
-            };
-            let _ = write!(
-                out,
-                " × {} × {} scaling",
+                    " fill for ",
+                    params_text(job.model_size().0),
+                    " parameters)"
+                );
+            }
+            push!(
+                text,
+                " × ",
                 gpu_count(gpus),
-                fixed(e.scaling, 3)
+                " × ",
+                fixed(e.scaling, 3),
+                " scaling"
             );
-            out
         }
-        Basis::Unknown => format!(
-            "throughput unknown: no datasheet facts or benchmark for {gpu}, ranked by price"
+        Basis::Unknown => push!(
+            text,
+            "throughput unknown: no datasheet facts or benchmark for ",
+            gpu,
+            ", ranked by price"
         ),
     }
+    out
 }
 
 fn time_reason(s: &Scored, provider: &str) -> Option<String> {
     let (hours, billed, cost) = (s.hours?, s.billed_hours?, s.cost?);
     let billing = Billing::for_provider(provider);
     let run = hours - s.startup_min / 60.0;
-    Some(format!(
-        "time: {} start-up + {} run = {}; billed {} per node ({} s increments, {} s minimum) × ${}/h = ${}",
+    let mut out = String::with_capacity(160);
+    push!(
+        &mut out,
+        "time: ",
         Hours(s.startup_min / 60.0),
+        " start-up + ",
         Hours(run),
+        " run = ",
         Hours(hours),
+        "; billed ",
         Hours(billed),
-        billing.increment_sec(),
-        billing.minimum_sec(),
+        " per node (",
+        Shortest(billing.increment_sec()),
+        " s increments, ",
+        Shortest(billing.minimum_sec()),
+        " s minimum) × $",
         fixed(s.total_price, 2),
+        "/h = $",
         fixed(cost, 2)
-    ))
+    );
+    Some(out)
 }
 
 /// Names, numbers and reasons of one ranked configuration.
@@ -228,23 +288,31 @@ pub(super) fn candidate(
 ) -> Candidate {
     let o = &catalog.offerings()[s.position];
     let gpus = o.spec.gpu_count * f64::from(s.nodes);
-    let mut reasons = vec![
+    let mut reasons = Vec::with_capacity(5);
+    reasons.extend([
         ranking_reason(job, s, rank, of, best_key),
         memory_reason(job, s, o.spec.gpu_memory_gib),
         throughput_reason(job, s, &o.spec.gpu, gpus),
-    ];
+    ]);
     reasons.extend(time_reason(s, &o.key.provider));
     if let Some((per_hour, source, factor)) = s.spot_rate {
         let origin = match source {
             RateSource::Advisor => "AWS Spot Advisor",
             RateSource::ProviderDefault => "provider default",
         };
-        reasons.push(format!(
-            "spot: {} interruptions per node-hour ({origin}), {} expected over the run, run time ×{}",
+        let mut spot = String::with_capacity(128);
+        push!(
+            &mut spot,
+            "spot: ",
             fixed(per_hour, 5),
+            " interruptions per node-hour (",
+            origin,
+            "), ",
             fixed(s.interruptions, 2),
+            " expected over the run, run time ×",
             fixed(factor, 4)
-        ));
+        );
+        reasons.push(spot);
     }
     let (utilisation, scaling) = match s.basis {
         Basis::Measured { efficiency, .. } => (None, Some(efficiency)),
