@@ -146,20 +146,28 @@ fn count(
     let spot_feasible = if spot_allowed { prices.priced[1] } else { 0 };
     scan.best
         .count_outranked(fitting * (prices.priced[0] + spot_feasible));
-    let unpriced = [
-        sold.len() as u64 - prices.priced[0],
-        sold.len() as u64 - prices.priced[1],
-    ];
-    let sources_known = scan.rate_sources.0 && scan.rate_sources.1;
+    let offered = sold.len() as u64;
+    let unpriced = (offered - prices.priced[0]) + (offered - prices.priced[1]);
+    scan.rejected
+        .count_many(RejectReason::NoPrice, fitting * unpriced);
     let refused_spot = !spot_allowed && prices.priced[1] > 0;
-    if unpriced == [0, 0] && !refused_spot && (sources_known || !spot_allowed) {
-        return;
+    if refused_spot {
+        scan.rejected
+            .count_many(RejectReason::SpotNotAllowed, fitting * prices.priced[1]);
     }
+    // Offering by offering only while an example or a rate's source may be left to find.
     let quotes = req.catalog.quotes();
     for &p in sold {
-        let q = &quotes[p as usize];
         let position = p as usize;
-        if spot_allowed && q.spot.is_some() && !(scan.rate_sources.0 && scan.rate_sources.1) {
+        let sources_known = scan.rate_sources.0 && scan.rate_sources.1;
+        let wants = |reason| scan.rejected.wants_example(reason, position);
+        let unpriced_examples = unpriced > 0 && wants(RejectReason::NoPrice);
+        let refused_examples = refused_spot && wants(RejectReason::SpotNotAllowed);
+        if (sources_known || !spot_allowed) && !unpriced_examples && !refused_examples {
+            return;
+        }
+        let q = &quotes[position];
+        if spot_allowed && q.spot.is_some() && !sources_known {
             let o = &req.catalog.offerings()[position];
             // Spot is allowed, so this cannot be refused; it notes the rate's source.
             let _ = market::spot_rate(req.job, risk, o, &mut scan.rate_sources);
@@ -176,7 +184,7 @@ fn count(
                     }
                     (Some(_), _) => continue,
                 };
-                scan.rejected.add(refusal, position, n, market);
+                scan.rejected.offer_example(refusal, position, n, market);
             }
         }
     }

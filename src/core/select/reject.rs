@@ -71,8 +71,32 @@ impl RejectTally {
         nodes: u32,
         market: Market,
     ) {
+        self.by_reason[reason as usize].count += 1;
+        self.offer_example((reason, detail), position, nodes, market);
+    }
+
+    /// Counts `configurations` more refused for `reason`, their examples offered apart.
+    pub(super) fn count_many(&mut self, reason: RejectReason, configurations: u64) {
+        self.by_reason[reason as usize].count += configurations;
+    }
+
+    /// Whether a configuration of the offering at `position` could still be an example of
+    /// `reason`: the examples are not all taken yet, or one is of a later offering.
+    pub(super) fn wants_example(&self, reason: RejectReason, position: usize) -> bool {
+        let examples = &self.by_reason[reason as usize].examples;
+        examples.len() < EXAMPLES_PER_REASON || examples.iter().any(|e| e.position >= position)
+    }
+
+    /// Keeps a configuration as an example of its reason if it is among the first in
+    /// offering order, without counting it.
+    pub(super) fn offer_example(
+        &mut self,
+        (reason, detail): Refusal,
+        position: usize,
+        nodes: u32,
+        market: Market,
+    ) {
         let slot = &mut self.by_reason[reason as usize];
-        slot.count += 1;
         let example = Example {
             position,
             nodes,
