@@ -107,6 +107,17 @@ impl Estimate {
     }
 }
 
+/// A factor lost per doubling, compounded over the doublings from one to `count`.
+fn compounded(per_doubling: f64, count: f64) -> f64 {
+    // x^0 is exactly 1 for every x: one node or one GPU needs no `powf`, which is most of
+    // an estimate's time.
+    if count <= 1.0 {
+        1.0
+    } else {
+        per_doubling.powf(count.log2())
+    }
+}
+
 /// The estimate for a model of `params` parameters; `override_utilisation` replaces the
 /// per-GPU figure (scaling across GPUs and nodes still applies). `None` when the GPU cannot
 /// train at the precision.
@@ -136,8 +147,11 @@ pub fn estimate(
     } else {
         1.0
     };
-    let fabric = fabric_per_doubling(setup.interconnect).powf(f64::from(setup.nodes.max(1)).log2());
-    let scaling = per_gpu_doubling.powf(gpus.log2()) * intra * fabric;
+    let fabric = compounded(
+        fabric_per_doubling(setup.interconnect),
+        f64::from(setup.nodes.max(1)),
+    );
+    let scaling = compounded(per_gpu_doubling, gpus) * intra * fabric;
     let (utilisation, overridden) = match override_utilisation {
         Some(u) => (u, true),
         None => (ceiling * fill, false),
