@@ -204,6 +204,36 @@ impl Quote {
     }
 }
 
+/// The prices of a set of offerings (a shape's, or those of it a request allows), per
+/// market in the order on demand, spot.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PriceRange {
+    /// The lowest and highest price per node-hour, in dollars.
+    pub range: [Option<(f64, f64)>; 2],
+    /// How many of the offerings have a price.
+    pub priced: [u64; 2],
+}
+
+impl PriceRange {
+    /// The prices of the offerings at `positions` in `quotes`.
+    pub fn of(quotes: &[Quote], positions: &[u32]) -> Self {
+        let mut prices = Self::default();
+        for &p in positions {
+            let q = &quotes[p as usize];
+            for (i, price) in [q.on_demand, q.spot].into_iter().enumerate() {
+                if let Some(price) = price {
+                    prices.priced[i] += 1;
+                    prices.range[i] = Some(
+                        prices.range[i]
+                            .map_or((price, price), |(l, h)| (l.min(price), h.max(price))),
+                    );
+                }
+            }
+        }
+        prices
+    }
+}
+
 /// An immutable, indexed view of the whole catalog. Built once per catalog change and shared
 /// read-only by every request; never mutated in place.
 #[derive(Debug, Default)]
@@ -231,6 +261,8 @@ pub struct CatalogSnapshot {
     shapes: Shapes,
     /// Each offering's id and prices, by position.
     quotes: Vec<Quote>,
+    /// Each shape's prices, by shape.
+    shape_prices: Vec<PriceRange>,
 }
 
 impl CatalogSnapshot {
@@ -302,7 +334,10 @@ impl CatalogSnapshot {
             .map(|o| gpu_pos.get(&o.spec.gpu.to_lowercase()).copied())
             .collect();
         let shapes = Shapes::build(&offerings);
-        let quotes = offerings.iter().map(Quote::of).collect();
+        let quotes: Vec<Quote> = offerings.iter().map(Quote::of).collect();
+        let shape_prices = (0..shapes.len())
+            .map(|shape| PriceRange::of(&quotes, shapes.members(shape)))
+            .collect();
         Self {
             offerings,
             gpus,
@@ -318,6 +353,7 @@ impl CatalogSnapshot {
             version: 0,
             shapes,
             quotes,
+            shape_prices,
         }
     }
 
@@ -363,6 +399,11 @@ impl CatalogSnapshot {
     /// Every offering's id and prices, by position.
     pub fn quotes(&self) -> &[Quote] {
         &self.quotes
+    }
+
+    /// The prices of every offering of `shape`.
+    pub fn shape_prices(&self, shape: usize) -> &PriceRange {
+        &self.shape_prices[shape]
     }
 
     /// The offerings grouped by instance type and spec.

@@ -24,7 +24,7 @@ mod throughput;
 use std::borrow::Cow;
 
 use super::benchmark::{Benchmark, MeasuredHow};
-use super::catalog::{CatalogSnapshot, Market};
+use super::catalog::{CatalogSnapshot, Market, PriceRange};
 use super::decision::{InstanceDecision, RejectReason, ThroughputSource};
 use super::estimate::Estimate;
 use super::job::{Job, Work};
@@ -275,7 +275,13 @@ fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape
                 scan.spot_runs.resize(req.nodes.len(), SpotRun::default());
                 // One provider and instance type: its rates are found once, region by region.
                 let risk = risk.of_type(&o.key.provider, &o.key.instance_type);
-                if !outranked::count_if_outranked(req, &risk, scan, &plan, &fits, &sold) {
+                // Without region or zone lists, a shape's prices are those of the snapshot.
+                let prices = if req.names_places {
+                    &PriceRange::of(catalog.quotes(), &sold)
+                } else {
+                    catalog.shape_prices(shape)
+                };
+                if !outranked::count_if_outranked(req, &risk, scan, &plan, &fits, &sold, prices) {
                     for &p in sold.iter() {
                         scan_offering(req, &risk, scan, &plan, &fits, p as usize);
                     }

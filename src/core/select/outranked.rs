@@ -20,47 +20,17 @@ use super::plan::{NodeVerdict, ShapePlan};
 use super::rank::{Standing, objective_key};
 use super::reject::Detail;
 use super::{MARKETS, Request, Scan, market};
-use crate::core::catalog::Market;
+use crate::core::catalog::{Market, PriceRange};
 use crate::core::decision::RejectReason;
 use crate::core::spot::TypeRisk;
 
 /// Above this many hours (a billion), billing rounds no more and the bound is not relied on.
 const BOUNDED_HOURS: f64 = 1e9;
 
-/// What the offerings of a shape sold where the request asks are priced at.
-#[derive(Default)]
-struct Prices {
-    /// The lowest and highest price per node-hour in each market, in the order of
-    /// [`MARKETS`].
-    range: [Option<(f64, f64)>; 2],
-    /// How many offerings have a price in each market.
-    priced: [u64; 2],
-}
-
-impl Prices {
-    fn of(req: &Request, sold: &[u32]) -> Self {
-        let quotes = req.catalog.quotes();
-        let mut prices = Self::default();
-        for &p in sold {
-            let q = &quotes[p as usize];
-            for (i, price) in [q.on_demand, q.spot].into_iter().enumerate() {
-                if let Some(price) = price {
-                    prices.priced[i] += 1;
-                    prices.range[i] = Some(
-                        prices.range[i]
-                            .map_or((price, price), |(l, h)| (l.min(price), h.max(price))),
-                    );
-                }
-            }
-        }
-        prices
-    }
-}
-
 /// Counts the shape's configurations in bulk when none of them can reach the best `top_k`
 /// and none is refused by the job's caps; returns false, having counted nothing, when they
 /// must be weighed one by one. `fits` holds the shape's verdict per node count of the
-/// request, at least one of them a fit.
+/// request, at least one of them a fit; `prices` are those of the offerings `sold`.
 pub(super) fn count_if_outranked(
     req: &Request,
     risk: &TypeRisk,
@@ -68,13 +38,13 @@ pub(super) fn count_if_outranked(
     shape: &ShapePlan,
     fits: &[NodeVerdict],
     sold: &[u32],
+    prices: &PriceRange,
 ) -> bool {
     let job = req.job;
     let Some(worst) = scan.best.worst_key() else {
         return false;
     };
     let spot_allowed = job.spot_allowed && job.checkpoint_interval_min.is_some();
-    let prices = Prices::of(req, sold);
     let highest_rate = risk.highest_rate();
     for (&n, fit) in req.nodes.iter().zip(fits) {
         let Ok(fit) = fit else {
@@ -128,7 +98,7 @@ pub(super) fn count_if_outranked(
             }
         }
     }
-    count(req, risk, scan, fits, sold, &prices, spot_allowed);
+    count(req, risk, scan, fits, sold, prices, spot_allowed);
     true
 }
 
@@ -139,7 +109,7 @@ fn count(
     scan: &mut Scan,
     fits: &[NodeVerdict],
     sold: &[u32],
-    prices: &Prices,
+    prices: &PriceRange,
     spot_allowed: bool,
 ) {
     let fitting = fits.iter().filter(|f| f.is_ok()).count() as u64;
@@ -276,7 +246,8 @@ mod tests {
             panic!("the shape fits the job");
         };
         let type_risk = risk.of_type("aws", &o.key.instance_type);
-        count_if_outranked(&req, &type_risk, &mut scan, &shape, &fits, members)
+        let prices = catalog.shape_prices(then);
+        count_if_outranked(&req, &type_risk, &mut scan, &shape, &fits, members, prices)
     }
 
     #[test]
@@ -296,8 +267,11 @@ mod tests {
         let facts = catalog.gpu_facts_of(members[0] as usize);
         let shape = plan::plan_shape(&req, o, facts, &mut scan.near, &mut fits).expect("fits");
         let type_risk = risk.of_type("aws", "dear.8x");
+        let prices = catalog.shape_prices(1);
+        assert_eq!(prices.range, [Some((40.0, 41.0)), Some((12.0, 13.0))]);
+        assert_eq!(prices.priced, [2, 2]);
         assert!(count_if_outranked(
-            &req, &type_risk, &mut scan, &shape, &fits, members
+            &req, &type_risk, &mut scan, &shape, &fits, members, prices
         ));
         // Two on-demand and two spot prices; one of each market unpriced.
         assert_eq!(scan.best.feasible(), 6);
