@@ -8,7 +8,8 @@
 //! offers the job, worked out once for all its offerings ([`plan`]: machine checks, memory,
 //! throughput and the on-demand run per node count); each offering's price and spot rate,
 //! its run in each market and its cost and caps ([`market`]); the best `top_k` kept as the
-//! scan goes ([`rank`]); and rejections counted once per shape where the shape refuses, with
+//! scan goes ([`rank`]), with shapes that cannot reach them counted in bulk
+//! ([`outranked`]); and rejections counted once per shape where the shape refuses, with
 //! the first few in offering order as examples ([`reject`]), written out as text only at the
 //! end.
 
