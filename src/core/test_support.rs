@@ -4,7 +4,7 @@
 //! The builder starts from an AWS p4d.24xlarge (8 × A100 40 GB, EFA, no prices) in
 //! us-east-1, the offering most tests want, and each test states only what it changes.
 
-use super::catalog::{InstanceSpec, Interconnect, Offering, OfferingKey};
+use super::catalog::{GpuFacts, InstanceSpec, Interconnect, Offering, OfferingKey};
 use super::money::Micros;
 
 /// A test offering under construction; [`OfferingBuilder::build`] hands it out.
@@ -37,6 +37,21 @@ pub(crate) fn p4d() -> OfferingBuilder {
         spot: None,
         price_observed_at_ms: None,
     })
+}
+
+/// The datasheet facts of an A100 (40 GB): 312 dense bf16 TFLOPS, 1,555 GB/s, NVLink.
+pub(crate) fn a100_facts() -> GpuFacts {
+    GpuFacts {
+        name: "A100".into(),
+        variant: String::new(),
+        memory_gib: 40.0,
+        memory_bandwidth_gbps: 1555.0,
+        fp16_bf16_dense_tflops: 312.0,
+        bf16_supported: true,
+        fp32_tflops: 19.5,
+        gpu_link_gbps: 600.0,
+        tdp_w: 400.0,
+    }
 }
 
 /// A test price in dollars per hour; the fixtures only use valid ones.

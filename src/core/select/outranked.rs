@@ -166,25 +166,11 @@ mod tests {
     use super::*;
     use crate::catalog::bundled::bundled_snapshot;
     use crate::catalog::spot_advisor::BUNDLED_SPOT_RISK;
-    use crate::core::catalog::{CatalogSnapshot, GpuFacts};
+    use crate::core::catalog::CatalogSnapshot;
     use crate::core::job::{Job, MemoryNeed, Objective, Work};
     use crate::core::spot::SpotRisk;
-    use crate::core::test_support::p4d;
+    use crate::core::test_support::{a100_facts, p4d};
     use proptest::prelude::*;
-
-    fn a100() -> GpuFacts {
-        GpuFacts {
-            name: "A100".into(),
-            variant: String::new(),
-            memory_gib: 40.0,
-            memory_bandwidth_gbps: 1555.0,
-            fp16_bf16_dense_tflops: 312.0,
-            bf16_supported: true,
-            fp32_tflops: 19.5,
-            gpu_link_gbps: 600.0,
-            tdp_w: 400.0,
-        }
-    }
 
     /// Shape 0: one A100 at $1 ($0.40 spot). Shape 1: eight A100s in three regions, one of
     /// them without spot and one without on-demand.
@@ -205,7 +191,7 @@ mod tests {
         };
         CatalogSnapshot::new(
             Vec::new(),
-            vec![a100()],
+            vec![a100_facts()],
             vec![
                 cheap,
                 dear(2, "us-east-1", Some(40.0), Some(12.0)),

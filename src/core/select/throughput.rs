@@ -173,21 +173,7 @@ pub(super) fn throughput<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::test_support::p4d;
-
-    fn a100() -> GpuFacts {
-        GpuFacts {
-            name: "A100".into(),
-            variant: String::new(),
-            memory_gib: 40.0,
-            memory_bandwidth_gbps: 1555.0,
-            fp16_bf16_dense_tflops: 312.0,
-            bf16_supported: true,
-            fp32_tflops: 19.5,
-            gpu_link_gbps: 600.0,
-            tdp_w: 400.0,
-        }
-    }
+    use crate::core::test_support::{a100_facts, p4d};
 
     fn offering() -> Offering {
         p4d()
@@ -201,7 +187,7 @@ mod tests {
 
     #[test]
     fn tokens_on_a_datasheet_run_at_six_flops_per_parameter_and_token() {
-        let catalog = CatalogSnapshot::new(Vec::new(), vec![a100()], vec![offering()]);
+        let catalog = CatalogSnapshot::new(Vec::new(), vec![a100_facts()], vec![offering()]);
         let job = Job {
             work: Work::Tokens {
                 tokens: 1e9,
@@ -209,7 +195,7 @@ mod tests {
             },
             ..Job::default()
         };
-        let facts = a100();
+        let facts = a100_facts();
         let t = throughput(&catalog, &job, &offering(), Some(&facts), None, 1).expect("estimated");
         let Basis::Datasheet(e) = t.basis else {
             panic!("a datasheet estimate");
@@ -224,8 +210,8 @@ mod tests {
 
     #[test]
     fn samples_need_flops_per_sample_and_unknown_work_needs_nothing() {
-        let catalog = CatalogSnapshot::new(Vec::new(), vec![a100()], vec![offering()]);
-        let facts = a100();
+        let catalog = CatalogSnapshot::new(Vec::new(), vec![a100_facts()], vec![offering()]);
+        let facts = a100_facts();
         let samples = Job {
             work: Work::Samples {
                 total: 1e6,
