@@ -81,10 +81,12 @@ impl RejectTally {
     }
 
     /// Whether a configuration of the offering at `position` could still be an example of
-    /// `reason`: the examples are not all taken yet, or one is of a later offering.
+    /// `reason`: the examples are not all taken yet, or the last (they are kept in offering
+    /// order) is not of an earlier offering.
     pub(super) fn wants_example(&self, reason: RejectReason, position: usize) -> bool {
         let examples = &self.by_reason[reason as usize].examples;
-        examples.len() < EXAMPLES_PER_REASON || examples.iter().any(|e| e.position >= position)
+        examples.len() < EXAMPLES_PER_REASON
+            || examples.last().is_some_and(|e| e.position >= position)
     }
 
     /// Keeps a configuration as an example of its reason if it is among the first in
@@ -118,15 +120,8 @@ impl RejectTally {
     pub(super) fn add_each(&mut self, refusal: Refusal, positions: &[u32], nodes: &[u32]) {
         let per_offering = (nodes.len() * MARKETS.len()) as u64;
         for (i, &position) in positions.iter().enumerate() {
-            let slot = &mut self.by_reason[refusal.0 as usize];
-            let full = slot.examples.len() >= EXAMPLES_PER_REASON;
-            if full
-                && slot
-                    .examples
-                    .last()
-                    .is_some_and(|e| e.position < position as usize)
-            {
-                slot.count += per_offering * (positions.len() - i) as u64;
+            if !self.wants_example(refusal.0, position as usize) {
+                self.count_many(refusal.0, per_offering * (positions.len() - i) as u64);
                 return;
             }
             for &n in nodes {
