@@ -2,11 +2,10 @@
 //! and written out as text only at the end: a scan over the whole catalog rejects thousands
 //! of configurations, and only three of each reason are ever read.
 
-use std::fmt::Write;
-
 use crate::core::catalog::{CatalogSnapshot, Market, Offering};
 use crate::core::decision::{RejectReason, Rejections};
 use crate::core::fixed::fixed;
+use crate::core::text::push;
 
 use super::MARKETS;
 
@@ -177,50 +176,51 @@ const REASON_ORDER: [RejectReason; REASONS] = [
 /// Where, what and how many, then why: `aws/us-east-1/-/p4d.24xlarge ×2 spot: $65.54/h`.
 /// Written piece by piece into one string: a selection writes a few dozen of these.
 fn example_text(o: &Offering, e: &Example) -> String {
-    let zone = if o.key.zone.is_empty() {
-        "-"
-    } else {
-        &o.key.zone
-    };
+    let k = &o.key;
+    let zone = if k.zone.is_empty() { "-" } else { &k.zone };
     let mut out = String::with_capacity(96);
-    for (i, part) in [&o.key.provider, &o.key.region, zone, &o.key.instance_type]
-        .into_iter()
-        .enumerate()
-    {
-        if i > 0 {
-            out.push('/');
-        }
-        out.push_str(part);
-    }
-    out.push_str(" ×");
-    out.push_str(itoa::Buffer::new().format(e.nodes));
-    out.push(' ');
-    out.push_str(e.market.as_str());
-    // Writing into a String cannot fail.
-    let _ = match e.detail {
-        Detail::None => Ok(()),
-        Detail::NoBf16 => write!(out, ": {} has no bf16", o.spec.gpu),
-        Detail::NoFacts => write!(
-            out,
-            ": no datasheet TFLOPS for {} and no benchmark",
-            o.spec.gpu
+    let text = &mut out;
+    push!(
+        text,
+        k.provider,
+        "/",
+        k.region,
+        "/",
+        zone,
+        "/",
+        k.instance_type,
+        " ×",
+        e.nodes,
+        " ",
+        e.market.as_str()
+    );
+    match e.detail {
+        Detail::None => {}
+        Detail::NoBf16 => push!(text, ": ", o.spec.gpu, " has no bf16"),
+        Detail::NoFacts => push!(
+            text,
+            ": no datasheet TFLOPS for ",
+            o.spec.gpu,
+            " and no benchmark"
         ),
-        Detail::Memory { need, usable } => write!(
-            out,
-            ": needs {} GiB per GPU, {} of {} usable",
+        Detail::Memory { need, usable } => push!(
+            text,
+            ": needs ",
             fixed(need, 1),
+            " GiB per GPU, ",
             fixed(usable, 1),
-            fixed(o.spec.gpu_memory_gib, 1)
+            " of ",
+            fixed(o.spec.gpu_memory_gib, 1),
+            " usable"
         ),
-        Detail::Interconnect => write!(out, ": {}", o.spec.interconnect.as_str()),
+        Detail::Interconnect => push!(text, ": ", o.spec.interconnect.as_str()),
         Detail::InterruptionsTooCostly => {
-            out.push_str(": interruptions would cost half the run or more");
-            Ok(())
+            push!(text, ": interruptions would cost half the run or more");
         }
-        Detail::PricePerHour(p) => write!(out, ": ${}/h", fixed(p, 2)),
-        Detail::Hours(h) => write!(out, ": {} h", fixed(h, 1)),
-        Detail::Cost(c) => write!(out, ": ${}", fixed(c, 0)),
-    };
+        Detail::PricePerHour(p) => push!(text, ": $", fixed(p, 2), "/h"),
+        Detail::Hours(h) => push!(text, ": ", fixed(h, 1), " h"),
+        Detail::Cost(c) => push!(text, ": $", fixed(c, 0)),
+    }
     out
 }
 
