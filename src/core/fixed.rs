@@ -33,12 +33,19 @@ pub fn fixed(value: f64, places: usize) -> Fixed {
     Fixed { value, places }
 }
 
+impl Fixed {
+    /// The text, written into `buf`, or `None` where the standard library must write it.
+    fn fast<'b>(&self, buf: &'b mut [u8; 40]) -> Option<&'b str> {
+        let len = write_fast(buf, self.value, self.places)?;
+        // Only ASCII digits, a sign and a point are written, so the text is always UTF-8.
+        std::str::from_utf8(&buf[..len]).ok()
+    }
+}
+
 impl fmt::Display for Fixed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut buf = [0u8; 40];
-        match write_fast(&mut buf, self.value, self.places) {
-            // Only ASCII digits, a sign and a point are written.
-            Some(len) => f.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?),
+        match self.fast(&mut [0u8; 40]) {
+            Some(text) => f.write_str(text),
             None => write!(f, "{:.*}", self.places, self.value),
         }
     }
@@ -46,12 +53,8 @@ impl fmt::Display for Fixed {
 
 impl Piece for Fixed {
     fn push_to(&self, out: &mut String) {
-        let mut buf = [0u8; 40];
-        // Only ASCII digits, a sign and a point are written, so the text is always UTF-8.
-        let fast = write_fast(&mut buf, self.value, self.places)
-            .and_then(|len| std::str::from_utf8(&buf[..len]).ok());
-        match fast {
-            Some(digits) => out.push_str(digits),
+        match self.fast(&mut [0u8; 40]) {
+            Some(text) => out.push_str(text),
             // Writing into a String cannot fail.
             None => {
                 let _ = write!(out, "{:.*}", self.places, self.value);
