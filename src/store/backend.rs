@@ -9,10 +9,10 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Database, FromRow, Pool, Transaction};
 
+use super::StoreResult;
 use super::import_sql;
 use super::signal_sql::{self, LatestRow};
 use super::stmt::Stmt;
-use super::{NewSample, StoreResult};
 use crate::catalog::ImportedOffering;
 use crate::core::catalog::{Market, OfferingKey};
 use crate::core::money::Micros;
@@ -40,6 +40,15 @@ pub(super) trait Backend: Send + Sync + Sized {
     type Db: Database;
 
     fn pool(&self) -> &Pool<Self::Db>;
+
+    /// The queue to this store's ingestion writer ([`super::ingest_group`]).
+    fn ingest_queue(&self) -> &super::ingest_group::IngestQueue;
+
+    /// Starts one of this store's ingestion writers on `jobs` ([`super::ingest_group::write_groups`])
+    /// with a clone that shares the connections but not the queue: the queue closes, and the
+    /// writer ends, when the store's last clone is dropped. (Each engine spawns it itself:
+    /// only there is the writer's future known to be `Send`.)
+    fn spawn_ingest_writer(&self, jobs: super::ingest_group::Jobs);
 
     /// A connection from the pool, for reads outside a transaction.
     async fn conn(&self) -> StoreResult<PoolConnection<Self::Db>> {
@@ -99,14 +108,13 @@ pub(super) trait Backend: Send + Sync + Sized {
     // Bulk inserts. The defaults are portable multi-row `INSERT ... VALUES` statements; an
     // engine with a faster path (PostgreSQL's arrays, COPY) overrides them.
 
-    /// Appends samples (one chunk of at most [`CHUNK`](signal_sql::CHUNK)); returns how many
-    /// were new.
+    /// Appends samples (one chunk of at most [`CHUNK`](signal_sql::CHUNK), each with when its
+    /// batch was received); returns the keys of those that were new, in no particular order.
     async fn insert_samples(
         tx: &mut Tx<Self>,
-        rows: &[&NewSample],
-        now_ms: i64,
-    ) -> StoreResult<u64> {
-        Self::execute(tx, signal_sql::insert_samples_values(rows, now_ms)).await
+        rows: &[signal_sql::Received<'_>],
+    ) -> StoreResult<Vec<signal_sql::SampleKey>> {
+        Self::fetch_all(tx, signal_sql::insert_samples_values(rows)).await
     }
 
     /// Merges the newest value and activity of each series (one chunk) into `signal_latest`.

@@ -24,6 +24,7 @@ impl StoreError {
     pub fn fault(&self) -> Fault {
         match self {
             Self::Database(e) => classify(e),
+            Self::Shared { fault, .. } => *fault,
             _ => Fault::Other,
         }
     }

@@ -12,6 +12,7 @@ mod decision_sql;
 pub mod fault;
 mod idempotency;
 mod import_sql;
+mod ingest_group;
 mod keys;
 mod notice_sql;
 mod pool_rows;
@@ -42,6 +43,7 @@ pub use postgres::{
     ACTIVITY_CHANNEL, CATALOG_CHANNEL, Heard, KEYS_CHANNEL, LEADER_LOCK_KEY, LISTENER_CHECK,
     PgStore,
 };
+pub use signal_sql::Busy;
 pub use sqlite::SqliteStore;
 
 /// Failures of the store. Input problems that only the database can detect (an offering that
@@ -82,6 +84,10 @@ pub enum StoreError {
     /// Another request holds this idempotency key (it committed first); nothing was written.
     #[error("the idempotency key is already used")]
     IdempotencyKeyTaken,
+    /// The failure of a write this request shared with others (a group of sample batches),
+    /// as each of them sees it: nothing of the group was written.
+    #[error("{message}")]
+    Shared { fault: Fault, message: String },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -390,21 +396,26 @@ impl Store {
     pub async fn ingest(
         &self,
         samples: &[NewSample],
-        busy: impl Fn(&Policy, &NewSample) -> bool,
+        busy: Busy,
         now_ms: i64,
     ) -> StoreResult<IngestReport> {
         self.ingest_once(samples, busy, now_ms, None).await
     }
 
-    /// [`ingest`](Self::ingest), claiming an idempotency key in its transaction.
+    /// [`ingest`](Self::ingest), claiming an idempotency key in its transaction. Without a
+    /// key the batch is written in the next group commit (see [`ingest_group`]), with one in
+    /// its own transaction.
     pub async fn ingest_once(
         &self,
         samples: &[NewSample],
-        busy: impl Fn(&Policy, &NewSample) -> bool,
+        busy: Busy,
         now_ms: i64,
         once: Option<Once<'_, IngestReport>>,
     ) -> StoreResult<IngestReport> {
-        dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, once).await)
+        match once {
+            None => dispatch!(self, s => ingest_group::ingest(s, samples, busy, now_ms).await),
+            once => dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, once).await),
+        }
     }
 
     pub async fn record_notices(

@@ -2,17 +2,18 @@
 //! for. Catalog writers take a transaction-scoped advisory lock, and every catalog change sends
 //! a NOTIFY on [`CATALOG_CHANNEL`] at commit so other replicas reload their snapshot.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
+use super::StoreResult;
 use super::activity_announcer::ActivityAnnouncer;
 use super::backend::{Backend, Conn, Decoded, Tx};
-use super::signal_sql::{LatestRow, UPSERT_LATEST_TAIL};
+use super::ingest_group::{IngestQueue, Jobs, write_groups};
+use super::signal_sql::{LatestRow, Received, SampleKey, UPSERT_LATEST_TAIL};
 use super::stmt::{Stmt, arguments};
-use super::{NewSample, StoreResult};
 
 /// The LISTEN/NOTIFY channel that announces catalog changes.
 pub const CATALOG_CHANNEL: &str = "trainscaler_catalog";
@@ -101,6 +102,7 @@ async fn advisory_xact_lock(tx: &mut Transaction<'static, Postgres>, key: i64) -
 pub struct PgStore {
     pool: PgPool,
     announcer: ActivityAnnouncer,
+    ingest_queue: Arc<IngestQueue>,
 }
 
 impl PgStore {
@@ -116,7 +118,11 @@ impl PgStore {
             .connect(url)
             .await?;
         let announcer = ActivityAnnouncer::start(pool.clone());
-        Ok(Self { pool, announcer })
+        Ok(Self {
+            pool,
+            announcer,
+            ingest_queue: Arc::default(),
+        })
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -170,6 +176,18 @@ impl Backend for PgStore {
 
     fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    fn ingest_queue(&self) -> &IngestQueue {
+        &self.ingest_queue
+    }
+
+    fn spawn_ingest_writer(&self, jobs: Jobs) {
+        let writer = Self {
+            ingest_queue: Arc::default(),
+            ..self.clone()
+        };
+        tokio::spawn(write_groups(writer, jobs));
     }
 
     async fn execute(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<u64> {
@@ -254,26 +272,36 @@ impl Backend for PgStore {
     /// parameters instead of six thousand.
     async fn insert_samples(
         tx: &mut Tx<Self>,
-        rows: &[&NewSample],
-        now_ms: i64,
-    ) -> StoreResult<u64> {
-        let n = sqlx::query(
+        rows: &[Received<'_>],
+    ) -> StoreResult<Vec<SampleKey>> {
+        let keys = sqlx::query_as(
             "INSERT INTO metric_samples (pool, worker, name, at_ms, value, received_at_ms)
-             SELECT u.pool, u.worker, u.name, u.at_ms, u.value, $6
-               FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::float8[])
-                 AS u(pool, worker, name, at_ms, value)
-             ON CONFLICT (pool, worker, name, at_ms) DO NOTHING",
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[],
+                 $5::float8[], $6::bigint[])
+             ON CONFLICT (pool, worker, name, at_ms) DO NOTHING
+             RETURNING pool, worker, name, at_ms",
         )
-        .bind(rows.iter().map(|s| s.pool.as_str()).collect::<Vec<_>>())
-        .bind(rows.iter().map(|s| s.worker.as_str()).collect::<Vec<_>>())
-        .bind(rows.iter().map(|s| s.name).collect::<Vec<_>>())
-        .bind(rows.iter().map(|s| s.at_ms).collect::<Vec<_>>())
-        .bind(rows.iter().map(|s| s.value).collect::<Vec<_>>())
-        .bind(now_ms)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
-        Ok(n)
+        .bind(
+            rows.iter()
+                .map(|(s, _)| s.pool.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            rows.iter()
+                .map(|(s, _)| s.worker.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(rows.iter().map(|(s, _)| s.name).collect::<Vec<_>>())
+        .bind(rows.iter().map(|(s, _)| s.at_ms).collect::<Vec<_>>())
+        .bind(rows.iter().map(|(s, _)| s.value).collect::<Vec<_>>())
+        .bind(
+            rows.iter()
+                .map(|(_, received)| *received)
+                .collect::<Vec<_>>(),
+        )
+        .fetch_all(&mut **tx)
+        .await?;
+        Ok(keys)
     }
 
     /// The same with arrays for the series' upsert.

@@ -55,19 +55,28 @@ pub(super) static UPSERT_LATEST_TAIL: std::sync::LazyLock<String> =
         )
     });
 
-/// One multi-row insert of samples; a sample already stored is skipped.
-pub(super) fn insert_samples_values<'q>(rows: &[&'q NewSample], now_ms: i64) -> Stmt<'q> {
+/// A sample to store, with when its batch was received.
+pub(super) type Received<'a> = (&'a NewSample, i64);
+
+/// A stored sample's key: pool, worker, name and time.
+pub(super) type SampleKey = (String, String, String, i64);
+
+/// One multi-row insert of samples; a sample already stored is skipped, and the keys of those
+/// stored are returned.
+pub(super) fn insert_samples_values<'q>(rows: &[Received<'q>]) -> Stmt<'q> {
     let mut q =
         Stmt::new("INSERT INTO metric_samples (pool, worker, name, at_ms, value, received_at_ms) ");
-    q.push_values(rows.iter().copied(), |t, s| {
+    q.push_values(rows.iter().copied(), |t, (s, received_at_ms)| {
         t.bind(&s.pool)
             .bind(&s.worker)
             .bind(s.name)
             .bind(s.at_ms)
             .bind(s.value)
-            .bind(now_ms);
+            .bind(received_at_ms);
     });
-    q.push(" ON CONFLICT (pool, worker, name, at_ms) DO NOTHING");
+    q.push(
+        " ON CONFLICT (pool, worker, name, at_ms) DO NOTHING RETURNING pool, worker, name, at_ms",
+    );
     q
 }
 
@@ -105,37 +114,155 @@ pub(super) async fn latest_signals<B: Backend>(
     B::fetch_all(&mut *db.conn().await?, stmt).await
 }
 
-/// Stores a batch of samples all or nothing. Every pool must exist; `busy` says whether a
-/// sample shows work under its pool's policy (for idle-to-zero).
+/// Whether a sample shows work under its pool's policy (for idle-to-zero).
+pub type Busy = fn(&Policy, &NewSample) -> bool;
+
+/// One batch of a write: its samples, whether each shows work, and when it was received.
+pub(super) struct Batch<'a> {
+    pub samples: &'a [NewSample],
+    pub busy: Busy,
+    pub now_ms: i64,
+}
+
+/// Stores a batch of samples all or nothing. Every pool must exist.
 pub(super) async fn ingest<B: Backend>(
     db: &B,
     samples: &[NewSample],
-    busy: impl Fn(&Policy, &NewSample) -> bool,
+    busy: Busy,
     now_ms: i64,
     once: Option<Once<'_, IngestReport>>,
 ) -> StoreResult<IngestReport> {
     let mut tx = db.begin_write().await?;
     // The key before any write: a duplicate waits here, not halfway through.
     idempotency::begin_once::<B, _>(&mut tx, &once).await?;
-    // Pools first: a batch naming an unknown pool stores nothing.
-    let policies = policies_of::<B>(&mut tx, samples).await?;
-    let samples = by_worker_ids::<B>(&mut tx, samples).await?;
-    // One lock order for every writer (sorted keys), so concurrent batches that overlap
-    // cannot deadlock.
-    let mut sorted: Vec<&NewSample> = samples.iter().collect();
-    sorted.sort_by(|a, b| {
+    let batch = Batch {
+        samples,
+        busy,
+        now_ms,
+    };
+    let report = write_batches::<B>(&mut tx, std::slice::from_ref(&batch))
+        .await?
+        .pop()
+        .unwrap_or_else(|| Ok(IngestReport::default()))?;
+    idempotency::finish_once::<B, _>(&mut tx, &once, &report).await?;
+    tx.commit().await?;
+    db.announce_activity_soon(report.active_pools.iter().chain(&report.quiet_pools));
+    Ok(report)
+}
+
+/// Writes `batches` in one transaction, with the answers and rows writing them one after
+/// another would give: a batch that names an unknown pool gets its error and writes nothing,
+/// the others their reports. All their samples go in as one insert and the newest value of
+/// each series into `signal_latest` as one upsert. A database error fails every batch (the
+/// caller rolls back).
+pub(super) async fn write_batches<B: Backend>(
+    tx: &mut Tx<B>,
+    batches: &[Batch<'_>],
+) -> StoreResult<Vec<StoreResult<IngestReport>>> {
+    let pools = batches
+        .iter()
+        .flat_map(|b| b.samples)
+        .map(|s| s.pool.as_str());
+    let policies = policies_of::<B>(tx, pools.collect()).await?;
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    let mut results = Vec::with_capacity(batches.len());
+    for b in batches {
+        match b
+            .samples
+            .iter()
+            .enumerate()
+            .find(|(_, s)| !policies.contains_key(s.pool.as_str()))
+        {
+            Some((index, s)) => results.push(Err(StoreError::UnknownPool {
+                index,
+                pool: s.pool.clone(),
+            })),
+            None => {
+                names.extend(
+                    b.samples
+                        .iter()
+                        .filter(|s| !s.worker.is_empty())
+                        .map(|s| s.pool.as_str()),
+                );
+                results.push(Ok(IngestReport::default()));
+            }
+        }
+    }
+    let names = if names.is_empty() {
+        BTreeMap::new()
+    } else {
+        WorkerNames::load_many::<B>(tx, &names.into_iter().collect::<Vec<_>>()).await?
+    };
+    // Each batch with its workers named by their ids, and whether each sample shows work.
+    let mut kept: Vec<(usize, Vec<NewSample>, i64, Busy)> = Vec::new();
+    for (slot, (b, result)) in batches.iter().zip(&results).enumerate() {
+        if result.is_ok() {
+            kept.push((slot, by_worker_ids(b.samples, &names), b.now_ms, b.busy));
+        }
+    }
+    // Every sample of the group in one order (sorted keys), whichever batch it came from: so
+    // that concurrent writes that overlap take their row locks in the same order and cannot
+    // deadlock. The sort is stable: of samples with one key, the earlier batch's comes first
+    // and is the one stored, as it would be had the batches been written in turn.
+    let policies = &policies;
+    let sorted = in_series_order(kept.iter().flat_map(|(slot, samples, now_ms, busy)| {
+        samples
+            .iter()
+            .map(move |s| (s, (*slot, *now_ms, shows(policies, *busy, s))))
+    }));
+    let mut inserted = vec![0u64; batches.len()];
+    for chunk in sorted.chunks(CHUNK) {
+        let rows: Vec<Received> = chunk.iter().map(|(s, (_, now, _))| (*s, *now)).collect();
+        let mut new = B::insert_samples(tx, &rows).await?;
+        new.sort_unstable();
+        // Both lists are in key order: each key stored counts for the first sample that has it.
+        let mut new = new.iter().peekable();
+        for (s, (slot, _, _)) in chunk {
+            if new.next_if(|k| same_key(k, s)).is_some() {
+                inserted[*slot] += 1;
+            }
+        }
+    }
+    for (slot, samples, _, busy) in &kept {
+        let own = in_series_order(samples.iter().map(|s| (s, shows(policies, *busy, s))));
+        results[*slot] = Ok(batch_report(
+            &newest_per_series(&own),
+            samples.len() as u64,
+            inserted[*slot],
+        ));
+    }
+    let sorted: Vec<(&NewSample, bool)> =
+        sorted.iter().map(|(s, (_, _, busy))| (*s, *busy)).collect();
+    let latest = newest_per_series(&sorted);
+    for chunk in latest.chunks(CHUNK) {
+        B::upsert_latest(tx, chunk).await?;
+    }
+    Ok(results)
+}
+
+/// Whether a stored key is the sample's.
+fn same_key(k: &SampleKey, s: &NewSample) -> bool {
+    k.0 == s.pool && k.1 == s.worker && k.2 == s.name && k.3 == s.at_ms
+}
+
+/// Whether `s` shows work under its pool's policy.
+fn shows(policies: &BTreeMap<&str, Policy>, busy: Busy, s: &NewSample) -> bool {
+    policies.get(s.pool.as_str()).is_some_and(|p| busy(p, s))
+}
+
+/// Samples sorted by series and time (a stable sort), each with what goes with it.
+fn in_series_order<'s, T>(
+    samples: impl Iterator<Item = (&'s NewSample, T)>,
+) -> Vec<(&'s NewSample, T)> {
+    let mut sorted: Vec<(&NewSample, T)> = samples.collect();
+    sorted.sort_by(|(a, _), (b, _)| {
         (&a.pool, &a.worker, a.name, a.at_ms).cmp(&(&b.pool, &b.worker, b.name, b.at_ms))
     });
-    let mut inserted = 0;
-    for chunk in sorted.chunks(CHUNK) {
-        inserted += B::insert_samples(&mut tx, chunk, now_ms).await?;
-    }
-    let latest = newest_per_series(&sorted, |s| {
-        policies.get(s.pool.as_str()).is_some_and(|p| busy(p, s))
-    });
-    for chunk in latest.chunks(CHUNK) {
-        B::upsert_latest(&mut tx, chunk).await?;
-    }
+    sorted
+}
+
+/// What a batch did, from its own newest values per series.
+fn batch_report(latest: &[LatestRow], total: u64, inserted: u64) -> IngestReport {
     let mut active_pools: Vec<String> = latest
         .iter()
         .filter(|l| l.activity.last_busy_at_ms.is_some())
@@ -149,37 +276,19 @@ pub(super) async fn ingest<B: Backend>(
         .filter(|p| !active_pools.contains(p))
         .collect();
     quiet_pools.dedup();
-    let total = samples.len() as u64;
-    let report = IngestReport {
+    IngestReport {
         accepted: total,
         duplicates: total.saturating_sub(inserted),
         active_pools,
         quiet_pools,
-    };
-    idempotency::finish_once::<B, _>(&mut tx, &once, &report).await?;
-    tx.commit().await?;
-    db.announce_activity_soon(report.active_pools.iter().chain(&report.quiet_pools));
-    Ok(report)
+    }
 }
 
 /// `samples` with each worker named by its id: a sample may name its worker by an alias
 /// (dcgm-exporter's `Hostname` is a host name, not an instance id). A name no worker of the
 /// pool goes by is kept as sent.
-async fn by_worker_ids<B: Backend>(
-    tx: &mut Tx<B>,
-    samples: &[NewSample],
-) -> StoreResult<Vec<NewSample>> {
-    let pools: BTreeSet<&str> = samples
-        .iter()
-        .filter(|s| !s.worker.is_empty())
-        .map(|s| s.pool.as_str())
-        .collect();
-    let names = if pools.is_empty() {
-        BTreeMap::new()
-    } else {
-        WorkerNames::load_many::<B>(tx, &pools.into_iter().collect::<Vec<_>>()).await?
-    };
-    Ok(samples
+fn by_worker_ids(samples: &[NewSample], names: &BTreeMap<String, WorkerNames>) -> Vec<NewSample> {
+    samples
         .iter()
         .map(|s| {
             let id = names
@@ -193,16 +302,14 @@ async fn by_worker_ids<B: Backend>(
                 _ => s.clone(),
             }
         })
-        .collect())
+        .collect()
 }
 
-/// The policy of every pool `samples` name, in one statement; the first sample naming a pool
-/// that does not exist is the error.
+/// The policy of every pool in `names` that exists, in one statement.
 async fn policies_of<'s, B: Backend>(
     tx: &mut Tx<B>,
-    samples: &'s [NewSample],
+    names: BTreeSet<&'s str>,
 ) -> StoreResult<BTreeMap<&'s str, Policy>> {
-    let names: BTreeSet<&str> = samples.iter().map(|s| s.pool.as_str()).collect();
     let mut policies: BTreeMap<&str, Policy> = BTreeMap::new();
     if names.is_empty() {
         return Ok(policies);
@@ -216,27 +323,14 @@ async fn policies_of<'s, B: Backend>(
             policies.insert(name, serde_json::from_str(&json).map_err(decode_error)?);
         }
     }
-    if let Some((index, s)) = samples
-        .iter()
-        .enumerate()
-        .find(|(_, s)| !policies.contains_key(s.pool.as_str()))
-    {
-        return Err(StoreError::UnknownPool {
-            index,
-            pool: s.pool.clone(),
-        });
-    }
     Ok(policies)
 }
 
-/// The newest sample per series of `sorted` (sorted by series), and when each series last
-/// showed work; in series order.
-fn newest_per_series(
-    sorted: &[&NewSample],
-    shows_work: impl Fn(&NewSample) -> bool,
-) -> Vec<LatestRow> {
+/// The newest sample per series of `sorted` (sorted by series, each with whether it shows
+/// work), and when each series last showed work; in series order.
+fn newest_per_series(sorted: &[(&NewSample, bool)]) -> Vec<LatestRow> {
     let mut latest: BTreeMap<(&str, &str, &str), LatestRow> = BTreeMap::new();
-    for s in sorted {
+    for &(s, busy) in sorted {
         let e = latest
             .entry((s.pool.as_str(), s.worker.as_str(), s.name))
             .or_insert_with(|| LatestRow {
@@ -251,7 +345,7 @@ fn newest_per_series(
             e.at_ms = s.at_ms;
             e.value = s.value;
         }
-        e.activity.observe(s.at_ms, shows_work(s));
+        e.activity.observe(s.at_ms, busy);
     }
     latest.into_values().collect()
 }
@@ -297,8 +391,8 @@ mod tests {
             sample("a", 30, 0.0),
             sample("b", 5, 1.0),
         ];
-        let sorted: Vec<&NewSample> = samples.iter().collect();
-        let latest = newest_per_series(&sorted, |s| s.value > 0.0);
+        let sorted: Vec<(&NewSample, bool)> = samples.iter().map(|s| (s, s.value > 0.0)).collect();
+        let latest = newest_per_series(&sorted);
         assert_eq!(latest.len(), 2);
         assert_eq!((latest[0].worker.as_str(), latest[0].at_ms), ("a", 30));
         assert_eq!(latest[0].value, 0.0);

@@ -3,6 +3,7 @@
 //! read-to-write upgrade; WAL lets readers go on meanwhile.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
@@ -11,6 +12,7 @@ use sqlx::{Sqlite, SqlitePool};
 
 use super::StoreResult;
 use super::backend::{Backend, Conn, Decoded, Tx};
+use super::ingest_group::{IngestQueue, Jobs, write_groups};
 use super::stmt::{Stmt, arguments};
 
 /// The decision read ([`Backend::read_pool_sql`]), aggregating with `json_group_array`.
@@ -37,6 +39,7 @@ const READ_POOL: &str = "SELECT p.name, p.policy, p.state, p.last_decision, p.la
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    ingest_queue: Arc<IngestQueue>,
 }
 
 impl SqliteStore {
@@ -67,7 +70,10 @@ impl SqliteStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            ingest_queue: Arc::default(),
+        })
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -104,6 +110,18 @@ impl Backend for SqliteStore {
 
     fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    fn ingest_queue(&self) -> &IngestQueue {
+        &self.ingest_queue
+    }
+
+    fn spawn_ingest_writer(&self, jobs: Jobs) {
+        let writer = Self {
+            ingest_queue: Arc::default(),
+            ..self.clone()
+        };
+        tokio::spawn(write_groups(writer, jobs));
     }
 
     async fn execute(conn: &mut Conn<Self>, stmt: Stmt<'_>) -> StoreResult<u64> {

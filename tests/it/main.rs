@@ -63,5 +63,6 @@ mod startup_wait;
 mod store_activity;
 mod store_aliases;
 mod store_contract;
+mod store_group_commit;
 mod store_pool_list;
 mod tls;
