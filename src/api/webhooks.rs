@@ -189,7 +189,7 @@ pub async fn post_metrics(
     let once = once(claim.as_ref().map(|c| &c.0), &respond);
     let report = state
         .store
-        .ingest_once(&samples, shows_work, now, once)
+        .ingest_once(samples, shows_work, now, once)
         .await?;
     for pool in report.active_pools.iter().chain(&report.quiet_pools) {
         state.announce_activity(pool);
@@ -401,7 +401,7 @@ pub async fn post_prometheus(
     let once = once(claim.as_ref(), &respond);
     let report = match state
         .store
-        .ingest_once(&samples, shows_work, now, once)
+        .ingest_once(samples, shows_work, now, once)
         .await
     {
         Err(crate::store::StoreError::UnknownPool { pool, .. }) => {

@@ -55,7 +55,7 @@ impl std::fmt::Debug for IngestQueue {
 /// Stores `samples` all or nothing in the next group `db`'s writer commits.
 pub(super) async fn ingest<B: Backend>(
     db: &B,
-    samples: &[NewSample],
+    samples: Vec<NewSample>,
     busy: Busy,
     now_ms: i64,
 ) -> StoreResult<IngestReport> {
@@ -69,7 +69,7 @@ pub(super) async fn ingest<B: Backend>(
     });
     let (answer, answered) = oneshot::channel();
     let job = Job {
-        samples: samples.to_vec(),
+        samples,
         busy,
         now_ms,
         answer,

@@ -395,7 +395,7 @@ impl Store {
     /// Stores a batch of samples all or nothing; every pool must exist.
     pub async fn ingest(
         &self,
-        samples: &[NewSample],
+        samples: Vec<NewSample>,
         busy: Busy,
         now_ms: i64,
     ) -> StoreResult<IngestReport> {
@@ -407,14 +407,14 @@ impl Store {
     /// its own transaction.
     pub async fn ingest_once(
         &self,
-        samples: &[NewSample],
+        samples: Vec<NewSample>,
         busy: Busy,
         now_ms: i64,
         once: Option<Once<'_, IngestReport>>,
     ) -> StoreResult<IngestReport> {
         match once {
             None => dispatch!(self, s => ingest_group::ingest(s, samples, busy, now_ms).await),
-            once => dispatch!(self, s => signal_sql::ingest(s, samples, busy, now_ms, once).await),
+            once => dispatch!(self, s => signal_sql::ingest(s, &samples, busy, now_ms, once).await),
         }
     }
 

@@ -430,11 +430,11 @@ async fn the_store_refuses_a_second_claim_of_a_live_key(backend: Backend) {
         })
     };
     store
-        .ingest_once(&[sample(now - 2000)], |_, _| false, now, once())
+        .ingest_once(vec![sample(now - 2000)], |_, _| false, now, once())
         .await
         .unwrap();
     let second = store
-        .ingest_once(&[sample(now - 1000)], |_, _| false, now, once())
+        .ingest_once(vec![sample(now - 1000)], |_, _| false, now, once())
         .await;
     assert!(
         matches!(second, Err(StoreError::IdempotencyKeyTaken)),
@@ -464,7 +464,7 @@ async fn the_store_refuses_a_second_claim_of_a_live_key(backend: Backend) {
         respond: &respond,
     });
     store
-        .ingest_once(&[sample(now - 1000)], |_, _| false, now, again)
+        .ingest_once(vec![sample(now - 1000)], |_, _| false, now, again)
         .await
         .unwrap();
     assert_eq!(samples_stored(&app).await, 2);

@@ -22,7 +22,7 @@ fn queue(pool: &str, value: f64) -> NewSample {
 
 async fn ingest(store: &Store, samples: &[NewSample]) -> trainscaler::store::StoreResult<()> {
     store
-        .ingest(samples, |_, s| s.value > 0.0, T0 + 1_000)
+        .ingest(samples.to_vec(), |_, s| s.value > 0.0, T0 + 1_000)
         .await
         .map(|_| ())
 }

@@ -57,7 +57,7 @@ fn utilisation(worker: &str, at_ms: i64, value: f64) -> NewSample {
 async fn ingest_one(store: &Store, worker: &str, value: f64) {
     store
         .ingest(
-            &[utilisation(worker, T0 + 1_000, value)],
+            vec![utilisation(worker, T0 + 1_000, value)],
             |_, _| true,
             T0 + 2_000,
         )
@@ -82,7 +82,7 @@ async fn a_sample_naming_an_alias_is_stored_as_its_workers(backend: Backend) {
     register(&store, "i-2", &[]).await;
     let report = store
         .ingest(
-            &[
+            vec![
                 utilisation("ip-10-0-1-23.ec2.internal", T0 + 1_000, 0.5),
                 utilisation("10.0.1.23", T0 + 2_000, 0.9),
                 utilisation("i-2", T0 + 1_000, 0.3),

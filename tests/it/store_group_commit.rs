@@ -62,7 +62,7 @@ async fn check(backend: Backend) {
     let batches: Vec<Vec<NewSample>> = (0..SENDERS).map(batch).collect();
     let sends = batches.iter().map(|b| {
         let store: Store = store.clone();
-        async move { store.ingest(b, busy, T0 + 100_000).await }
+        async move { store.ingest(b.clone(), busy, T0 + 100_000).await }
     });
     let reports = futures_util::future::join_all(sends).await;
 
