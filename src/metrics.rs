@@ -12,7 +12,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::fleet::view::PoolView;
@@ -104,6 +104,8 @@ pub struct Metrics {
     pub samples: Family<SourceLabels, Counter>,
     /// Samples that arrived and were not stored, by [`crate::ingest::limits::DropReason`].
     pub samples_dropped: Family<ReasonLabels, Counter>,
+    /// For each stored sample batch, how many batches its group commit held.
+    ingest_group_batches: Histogram,
     pub cloud_events: Family<KindLabels, Counter>,
     /// Messages taken from events queues (SQS), by what became of them.
     pub event_queue_messages: Family<QueueOutcomeLabels, Counter>,
@@ -162,6 +164,13 @@ impl Default for Metrics {
             "samples_dropped",
             "Metric samples that arrived and were not stored, by reason",
             samples_dropped.clone(),
+        );
+        // Powers of two up to the queue's 1,024 batches.
+        let ingest_group_batches = Histogram::new(exponential_buckets(1.0, 2.0, 11));
+        registry.register(
+            "ingest_group_batches",
+            "For each sample batch stored, the batches committed in the same transaction (1 when alone)",
+            ingest_group_batches.clone(),
         );
         let cloud_events = Family::default();
         registry.register(
@@ -252,6 +261,7 @@ impl Default for Metrics {
             decisions,
             samples,
             samples_dropped,
+            ingest_group_batches,
             cloud_events,
             event_queue_messages,
             event_queue_poison,
@@ -335,6 +345,16 @@ impl Metrics {
             encode(&mut text, &m.registry)?;
         }
         Ok(text)
+    }
+
+    /// Counts a stored sample batch from `source`: its samples, and the size of the group
+    /// commit it was written in.
+    pub fn samples_stored(&self, source: &'static str, report: &crate::store::IngestReport) {
+        self.samples
+            .get_or_create(&SourceLabels { source })
+            .inc_by(report.accepted);
+        self.ingest_group_batches
+            .observe(report.group_batches as f64);
     }
 
     /// Counts a decision. Callers name only pools that exist (a decision for an unknown pool

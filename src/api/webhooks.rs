@@ -194,11 +194,7 @@ pub async fn post_metrics(
     for pool in report.active_pools.iter().chain(&report.quiet_pools) {
         state.announce_activity(pool);
     }
-    state
-        .metrics
-        .samples
-        .get_or_create(&crate::metrics::SourceLabels { source: "json" })
-        .inc_by(report.accepted);
+    state.metrics.samples_stored("json", &report);
     Ok(Json(out(&report)))
 }
 
@@ -414,13 +410,7 @@ pub async fn post_prometheus(
     for pool in report.active_pools.iter().chain(&report.quiet_pools) {
         state.announce_activity(pool);
     }
-    state
-        .metrics
-        .samples
-        .get_or_create(&crate::metrics::SourceLabels {
-            source: "remote_write",
-        })
-        .inc_by(report.accepted);
+    state.metrics.samples_stored("remote_write", &report);
     Ok(Json(out(&report)))
 }
 

@@ -119,7 +119,13 @@ pub(super) async fn write_groups<B: Backend>(db: B, jobs: Jobs) {
 /// Writes one group and answers each of its senders.
 async fn answer<B: Backend>(db: &B, group: Vec<Job>) {
     let results = match write_group(db, &group).await {
-        Ok(results) => results,
+        Ok(mut results) => {
+            let batches = results.iter().filter(|r| r.is_ok()).count() as u64;
+            for report in results.iter_mut().flatten() {
+                report.group_batches = batches;
+            }
+            results
+        }
         // A group's batches passed the same checks as a lone batch, so an error that is not
         // the database's state should be rare; each batch is then written alone, so that only
         // the batch that causes it fails.
@@ -285,7 +291,14 @@ mod tests {
         assert_eq!(group.len(), alone.len());
         for (i, (g, a)) in group.iter().zip(&alone).enumerate() {
             match (g, a) {
-                (Ok(g), Ok(a)) => assert_eq!(g, a, "batch {i}"),
+                (Ok(g), Ok(a)) => assert_eq!(
+                    IngestReport {
+                        group_batches: 1,
+                        ..g.clone()
+                    },
+                    *a,
+                    "batch {i}"
+                ),
                 (Err(g), Err(a)) => assert_eq!(g.to_string(), a.to_string(), "batch {i}"),
                 _ => panic!("batch {i}: {g:?} grouped, {a:?} alone"),
             }

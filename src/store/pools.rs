@@ -43,6 +43,9 @@ pub struct IngestReport {
     /// Pools with no sample in the batch that shows work, whose queue or jobs series says
     /// zero: the pool may be going idle, so `StreamIsActive` subscribers decide again.
     pub quiet_pools: Vec<String>,
+    /// Batches committed in the same transaction as this one, itself included: 1 for a batch
+    /// written alone (see the store's group commits).
+    pub group_batches: u64,
 }
 
 /// The newest sample of one series.

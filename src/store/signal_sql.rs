@@ -281,6 +281,7 @@ fn batch_report(latest: &[LatestRow], total: u64, inserted: u64) -> IngestReport
         duplicates: total.saturating_sub(inserted),
         active_pools,
         quiet_pools,
+        group_batches: 1,
     }
 }
 

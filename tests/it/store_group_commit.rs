@@ -1,6 +1,7 @@
 //! Concurrent sample batches that report the same series are written in group commits: each
 //! sender's answer must be what writing the batches one after another would have given, and
-//! the stored series what every sample together says, on both backends.
+//! the stored series what every sample together says, on both backends; `/metrics` counts
+//! the size of each batch's group.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -128,4 +129,44 @@ async fn concurrent_batches_of_shared_series_commit_as_if_in_turn_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_batches_of_shared_series_commit_as_if_in_turn_sqlite() {
     check(Backend::Sqlite).await;
+}
+
+/// The value of the sample `name` (no labels) in a Prometheus text scrape.
+fn scraped(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in the scrape:\n{text}"))
+}
+
+/// `/metrics` tells the size of the group commit each stored batch was written in: batches
+/// sent one after another are each written alone, concurrent ones together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_each_batch_with_the_size_of_its_group() {
+    let app = crate::common::TestApp::spawn(Backend::Sqlite).await;
+    crate::http_pools::create_pool(&app, "m", &crate::http_pools::t4_policy()).await;
+    let batch = |i: usize| {
+        serde_json::json!([{"pool": "m", "name": "queue_depth", "value": i,
+            "at": crate::http_pools::rfc3339_ago(100 - i as i64)}])
+    };
+    for i in 0..3 {
+        crate::http_pools::samples(&app, batch(i)).await;
+    }
+    let text = app.get("/metrics").await.text().await.expect("scrape");
+    assert_eq!(
+        scraped(&text, "trainscaler_ingest_group_batches_count"),
+        3.0
+    );
+    assert_eq!(scraped(&text, "trainscaler_ingest_group_batches_sum"), 3.0);
+    let sends = (3..40).map(|i| crate::http_pools::samples(&app, batch(i)));
+    futures_util::future::join_all(sends).await;
+    let text = app.get("/metrics").await.text().await.expect("scrape");
+    let (count, sum) = (
+        scraped(&text, "trainscaler_ingest_group_batches_count"),
+        scraped(&text, "trainscaler_ingest_group_batches_sum"),
+    );
+    assert_eq!(count, 40.0);
+    // Concurrent batches share a commit or not, as the writers happen to be free; each batch
+    // counts its whole group (a group of n adds n × n), so the sum lies between every batch
+    // alone and all 37 in one group.
+    assert!((40.0..=3.0 + 37.0 * 37.0).contains(&sum), "sum {sum}");
 }
