@@ -206,8 +206,9 @@ mod tests {
         s.value > 0.0
     }
 
-    /// Overlapping batches: work and idleness in different orders, a re-sent sample, a later
-    /// batch with older samples, and one batch that names a pool that does not exist.
+    /// Overlapping batches: work and idleness in different orders, re-sent samples (one sent
+    /// twice in one batch), a later batch with older samples, and one batch that names a pool
+    /// that does not exist.
     fn batches() -> Vec<Vec<NewSample>> {
         vec![
             vec![
