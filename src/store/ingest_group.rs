@@ -39,17 +39,9 @@ pub(super) struct Job {
 
 /// The queue to a store's writers, started by the first batch. The writers hold a clone of
 /// the store without this queue, so they end when the store's last clone is dropped.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct IngestQueue {
     sender: OnceLock<mpsc::Sender<Job>>,
-}
-
-impl std::fmt::Debug for IngestQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IngestQueue")
-            .field("started", &self.sender.get().is_some())
-            .finish()
-    }
 }
 
 /// Stores `samples` all or nothing in the next group `db`'s writer commits.
