@@ -223,10 +223,14 @@ pub(super) async fn write_batches<B: Backend>(
             }
         }
     }
-    for (slot, samples, _, busy) in &kept {
-        let own = in_series_order(samples.iter().map(|s| (s, shows(policies, *busy, s))));
+    // Each batch's own samples, still in key order, for its report.
+    let mut own: Vec<Vec<(&NewSample, bool)>> = vec![Vec::new(); batches.len()];
+    for &(s, (slot, _, busy)) in &sorted {
+        own[slot].push((s, busy));
+    }
+    for (slot, samples, _, _) in &kept {
         results[*slot] = Ok(batch_report(
-            &newest_per_series(&own),
+            &newest_per_series(&own[*slot]),
             samples.len() as u64,
             inserted[*slot],
         ));
