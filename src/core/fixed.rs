@@ -34,38 +34,60 @@ pub fn fixed(value: f64, places: usize) -> Fixed {
 }
 
 impl Fixed {
-    /// The text, written into `buf`, or `None` where the standard library must write it.
-    fn fast<'b>(&self, buf: &'b mut [u8; 40]) -> Option<&'b str> {
-        let len = write_fast(buf, self.value, self.places)?;
-        // Only ASCII digits, a sign and a point are written, so the text is always UTF-8.
-        std::str::from_utf8(&buf[..len]).ok()
+    /// Writes the text to `out`; `false`, with nothing written, where the standard library
+    /// must write it.
+    fn write_fast<W: Write>(&self, out: &mut W) -> Result<bool, fmt::Error> {
+        let Some(units) = rounded_units(self.value, self.places) else {
+            return Ok(false);
+        };
+        let places = self.places;
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(units);
+        // The standard library keeps the sign of negative values that round to zero: -0.001
+        // with two decimals is "-0.00".
+        if self.value.is_sign_negative() {
+            out.write_char('-')?;
+        }
+        // At least one digit before the point: 0.05 is "5" scaled, written "0.05".
+        let integer_digits = digits.len().saturating_sub(places);
+        if integer_digits == 0 {
+            out.write_char('0')?;
+        } else {
+            out.write_str(&digits[..integer_digits])?;
+        }
+        if places > 0 {
+            out.write_char('.')?;
+            for _ in digits.len()..places {
+                out.write_char('0')?;
+            }
+            out.write_str(&digits[integer_digits..])?;
+        }
+        Ok(true)
     }
 }
 
 impl fmt::Display for Fixed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.fast(&mut [0u8; 40]) {
-            Some(text) => f.write_str(text),
-            None => write!(f, "{:.*}", self.places, self.value),
+        if self.write_fast(f)? {
+            Ok(())
+        } else {
+            write!(f, "{:.*}", self.places, self.value)
         }
     }
 }
 
 impl Piece for Fixed {
     fn push_to(&self, out: &mut String) {
-        match self.fast(&mut [0u8; 40]) {
-            Some(text) => out.push_str(text),
-            // Writing into a String cannot fail.
-            None => {
-                let _ = write!(out, "{:.*}", self.places, self.value);
-            }
+        // Writing into a String cannot fail.
+        if !matches!(self.write_fast(out), Ok(true)) {
+            let _ = write!(out, "{:.*}", self.places, self.value);
         }
     }
 }
 
-/// Writes the digits into `buf` and returns their length, or `None` where the standard
+/// `|value|` scaled by 10^`places` and rounded to an integer, or `None` where the standard
 /// library must decide.
-fn write_fast(buf: &mut [u8; 40], value: f64, places: usize) -> Option<usize> {
+fn rounded_units(value: f64, places: usize) -> Option<u64> {
     let scale = *POW10.get(places)?;
     if !value.is_finite() {
         return None;
@@ -82,32 +104,7 @@ fn write_fast(buf: &mut [u8; 40], value: f64, places: usize) -> Option<usize> {
     if (fraction - 0.5).abs() <= scaled * (4.0 * f64::EPSILON) {
         return None;
     }
-    let units = floor as u64 + u64::from(fraction > 0.5);
-    let mut digits = itoa::Buffer::new();
-    let digits = digits.format(units).as_bytes();
-    let mut len = 0;
-    let mut push = |b: u8| {
-        buf[len] = b;
-        len += 1;
-    };
-    // The standard library keeps the sign of negative values that round to zero: -0.001
-    // with two decimals is "-0.00".
-    if value.is_sign_negative() {
-        push(b'-');
-    }
-    // At least one digit before the point: 0.05 is "5" scaled, written "0.05".
-    let integer_digits = digits.len().saturating_sub(places);
-    if integer_digits == 0 {
-        push(b'0');
-    } else {
-        digits[..integer_digits].iter().for_each(|&d| push(d));
-    }
-    if places > 0 {
-        push(b'.');
-        (digits.len()..places).for_each(|_| push(b'0'));
-        digits[integer_digits..].iter().for_each(|&d| push(d));
-    }
-    Some(len)
+    Some(floor as u64 + u64::from(fraction > 0.5))
 }
 
 #[cfg(test)]

@@ -27,17 +27,24 @@ use crate::core::terms::Billing;
 use crate::core::text::{Piece, Shortest, push};
 
 /// A parameter count as people write it: 25M, 1.3B.
-fn params_text(params: f64) -> String {
-    let (value, unit) = if params >= 1e9 {
-        (params / 1e9, "B")
-    } else {
-        (params / 1e6, "M")
-    };
-    let digits = fixed(value, 2).to_string();
-    format!(
-        "{}{unit}",
-        digits.trim_end_matches('0').trim_end_matches('.')
-    )
+struct ParamsText(f64);
+
+impl Piece for ParamsText {
+    fn push_to(&self, out: &mut String) {
+        let (value, unit) = if self.0 >= 1e9 {
+            (self.0 / 1e9, "B")
+        } else {
+            (self.0 / 1e6, "M")
+        };
+        let start = out.len();
+        push!(out, fixed(value, 2));
+        let digits = out[start..]
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .len();
+        out.truncate(start + digits);
+        out.push_str(unit);
+    }
 }
 
 /// A count and its unit as people write them, singular for one: 1 GPU, 0.5 GPUs, 4 nodes.
@@ -227,7 +234,7 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
                     " ceiling × ",
                     fixed(e.fill, 3),
                     " fill for ",
-                    params_text(job.model_size().0),
+                    ParamsText(job.model_size().0),
                     " parameters)"
                 );
             }
@@ -586,9 +593,16 @@ mod tests {
 
     #[test]
     fn parameter_counts_read_as_people_write_them() {
-        assert_eq!(params_text(2.5e7), "25M");
-        assert_eq!(params_text(1.25e8), "125M");
-        assert_eq!(params_text(1.3e9), "1.3B");
-        assert_eq!(params_text(7e9), "7B");
+        let text = |params| {
+            let mut out = String::from("for ");
+            push!(&mut out, ParamsText(params));
+            out
+        };
+        assert_eq!(text(2.5e7), "for 25M");
+        assert_eq!(text(1.25e8), "for 125M");
+        assert_eq!(text(1.3e9), "for 1.3B");
+        assert_eq!(text(7e9), "for 7B");
+        assert_eq!(text(1e11), "for 100B");
+        assert_eq!(text(0.0), "for 0M");
     }
 }
