@@ -9,8 +9,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::benchmark::{Benchmark, latest};
+use super::estimate::Roofline;
+use super::job::{PRECISIONS, Precision};
 use super::money::Micros;
 use super::shape::Shapes;
+use super::terms::Terms;
 
 /// The provider whose workers are trainscaler's own records: no cloud account needed. Its
 /// pools are priced from every provider's offerings of their instance types.
@@ -248,6 +251,8 @@ pub struct CatalogSnapshot {
     by_id: HashMap<i64, u32>,
     /// For each offering, its GPU's position in `gpus` (matched case-insensitively).
     gpu_of: Vec<Option<u32>>,
+    /// For each GPU in `gpus`, its [`Roofline`] at each precision ([`PRECISIONS`] order).
+    rooflines: Vec<[Option<Roofline>; PRECISIONS.len()]>,
     /// The newest measurement of each workload × instance type × size.
     benchmarks: Vec<Benchmark>,
     /// (lower-case workload, provider, instance type) -> positions in `benchmarks`.
@@ -263,6 +268,8 @@ pub struct CatalogSnapshot {
     quotes: Vec<Quote>,
     /// Each shape's prices, by shape.
     shape_prices: Vec<PriceRange>,
+    /// Each shape's provider terms, by shape.
+    shape_terms: Vec<Terms>,
 }
 
 impl CatalogSnapshot {
@@ -333,10 +340,17 @@ impl CatalogSnapshot {
             .iter()
             .map(|o| gpu_pos.get(&o.spec.gpu.to_lowercase()).copied())
             .collect();
+        let rooflines = gpus
+            .iter()
+            .map(|g| PRECISIONS.map(|p| Roofline::of(g, p)))
+            .collect();
         let shapes = Shapes::build(&offerings);
         let quotes: Vec<Quote> = offerings.iter().map(Quote::of).collect();
         let shape_prices = (0..shapes.len())
             .map(|shape| PriceRange::of(&quotes, shapes.members(shape)))
+            .collect();
+        let shape_terms = (0..shapes.len())
+            .map(|shape| Terms::for_provider(&offerings[shapes.first(shape)].key.provider))
             .collect();
         Self {
             offerings,
@@ -347,6 +361,7 @@ impl CatalogSnapshot {
             by_provider,
             by_id,
             gpu_of,
+            rooflines,
             benchmarks,
             benchmarks_by_type,
             benchmarks_by_gpu,
@@ -354,6 +369,7 @@ impl CatalogSnapshot {
             shapes,
             quotes,
             shape_prices,
+            shape_terms,
         }
     }
 
@@ -386,6 +402,14 @@ impl CatalogSnapshot {
             .map(|g| &self.gpus[g as usize])
     }
 
+    /// The [`Roofline`] of the GPU of the offering at `position` at `precision`: `None`
+    /// without datasheet facts or where the GPU cannot train at the precision.
+    pub fn roofline_of(&self, position: usize, precision: Precision) -> Option<Roofline> {
+        let gpu = self.gpu_of.get(position).copied().flatten()?;
+        let at = PRECISIONS.iter().position(|p| *p == precision)?;
+        self.rooflines[gpu as usize][at]
+    }
+
     /// Tags the snapshot with the catalog version it was read at.
     pub fn at_version(mut self, version: i64) -> Self {
         self.version = version;
@@ -404,6 +428,11 @@ impl CatalogSnapshot {
     /// The prices of every offering of `shape`.
     pub fn shape_prices(&self, shape: usize) -> &PriceRange {
         &self.shape_prices[shape]
+    }
+
+    /// The provider terms of the offering at `position`.
+    pub fn terms_of(&self, position: usize) -> Terms {
+        self.shape_terms[self.shapes.of(position)]
     }
 
     /// The offerings grouped by instance type and spec.

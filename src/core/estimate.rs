@@ -118,6 +118,42 @@ fn compounded(per_doubling: f64, count: f64) -> f64 {
     }
 }
 
+/// What the estimate takes from a GPU's datasheet alone at one precision: its peak, the
+/// ceiling its ridge point allows and the model size that fills it. None of it depends on
+/// the job, so a catalog snapshot works it out once per GPU model and precision
+/// ([`CatalogSnapshot::roofline_of`](super::catalog::CatalogSnapshot::roofline_of)): it is
+/// most of an estimate's arithmetic (a `powf` and a square root).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Roofline {
+    pub peak_tflops: f64,
+    pub ceiling: f64,
+    pub full_size: f64,
+}
+
+impl Roofline {
+    /// `None` when the GPU cannot train at the precision.
+    pub fn of(facts: &GpuFacts, precision: Precision) -> Option<Self> {
+        let peak = gpu_tflops(facts, precision)?;
+        if peak.is_nan() || peak <= 0.0 {
+            return None;
+        }
+        let bandwidth_tb = facts.memory_bandwidth_gbps / 1000.0;
+        let ridge = if bandwidth_tb > 0.0 {
+            peak / bandwidth_tb
+        } else {
+            REFERENCE_RIDGE
+        };
+        let ceiling = (CEILING_AT_REFERENCE * (REFERENCE_RIDGE / ridge).powf(RIDGE_EXPONENT))
+            .min(CEILING_CAP);
+        let full_size = FULL_SIZE_AT_REFERENCE * (peak / REFERENCE_TFLOPS).sqrt();
+        Some(Self {
+            peak_tflops: peak,
+            ceiling,
+            full_size,
+        })
+    }
+}
+
 /// The estimate for a model of `params` parameters; `override_utilisation` replaces the
 /// per-GPU figure (scaling across GPUs and nodes still applies). `None` when the GPU cannot
 /// train at the precision.
@@ -126,19 +162,22 @@ pub fn estimate(
     setup: Setup<'_>,
     override_utilisation: Option<f64>,
 ) -> Option<Estimate> {
-    let peak = gpu_tflops(setup.facts, setup.precision)?;
-    if peak.is_nan() || peak <= 0.0 {
-        return None;
-    }
-    let bandwidth_tb = setup.facts.memory_bandwidth_gbps / 1000.0;
-    let ridge = if bandwidth_tb > 0.0 {
-        peak / bandwidth_tb
-    } else {
-        REFERENCE_RIDGE
-    };
-    let ceiling =
-        (CEILING_AT_REFERENCE * (REFERENCE_RIDGE / ridge).powf(RIDGE_EXPONENT)).min(CEILING_CAP);
-    let full_size = FULL_SIZE_AT_REFERENCE * (peak / REFERENCE_TFLOPS).sqrt();
+    let roofline = Roofline::of(setup.facts, setup.precision)?;
+    Some(estimate_on(roofline, params, setup, override_utilisation))
+}
+
+/// [`estimate`] with the GPU's [`Roofline`] at the setup's precision already worked out.
+pub fn estimate_on(
+    roofline: Roofline,
+    params: f64,
+    setup: Setup<'_>,
+    override_utilisation: Option<f64>,
+) -> Estimate {
+    let Roofline {
+        peak_tflops,
+        ceiling,
+        full_size,
+    } = roofline;
     let fill = (1.0 + FILL_PER_DECADE * (params.max(1.0) / full_size).log10()).clamp(MIN_FILL, 1.0);
     let gpus = f64::from(setup.gpus_per_node.max(1)) * f64::from(setup.nodes.max(1));
     let per_gpu_doubling = 1.0 - SMALL_MODEL_LOSS_PER_DOUBLING * (1.0 - fill);
@@ -156,14 +195,14 @@ pub fn estimate(
         Some(u) => (u, true),
         None => (ceiling * fill, false),
     };
-    Some(Estimate {
-        peak_tflops: peak,
+    Estimate {
+        peak_tflops,
         utilisation,
         ceiling,
         fill,
         scaling,
         overridden,
-    })
+    }
 }
 
 #[cfg(test)]

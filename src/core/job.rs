@@ -23,6 +23,14 @@ pub enum Precision {
     Fp8,
 }
 
+/// Every precision, for tables kept per precision.
+pub const PRECISIONS: [Precision; 4] = [
+    Precision::Fp32,
+    Precision::Bf16,
+    Precision::Fp16,
+    Precision::Fp8,
+];
+
 impl Precision {
     /// The name requests use.
     pub fn as_str(self) -> &'static str {

@@ -46,17 +46,19 @@ pub const MIN_FABRIC_GBPS: f64 = 100.0;
 const MARKETS: [Market; 2] = [Market::OnDemand, Market::Spot];
 
 /// What would have made rejected configurations pass, for the suggestions.
+/// Names are borrowed from the catalog: a selection notes a few hundred shapes and keeps
+/// only a handful of them.
 #[derive(Default)]
-struct NearMisses {
+struct NearMisses<'a> {
     /// The most usable memory per GPU among GPUs the job may use (every filter but memory
     /// passed), the GPU's own memory, and its name.
-    largest: Option<(f64, f64, String)>,
+    largest: Option<(f64, f64, &'a str)>,
     fastest_hours: Option<f64>,
     cheapest_cost: Option<f64>,
     /// GPUs without bf16 that a bf16 job was refused on.
-    without_bf16: Vec<String>,
+    without_bf16: Vec<&'a str>,
     /// GPUs with no datasheet facts and no benchmark, refused for a job that states work.
-    without_facts: Vec<String>,
+    without_facts: Vec<&'a str>,
     /// Work in samples without FLOPs per sample, on GPUs with datasheet facts only.
     needs_flops_per_sample: bool,
 }
@@ -180,7 +182,7 @@ struct Scan<'a> {
     /// The last spot run per node count of the shape being scanned.
     spot_runs: Vec<SpotRun>,
     rejected: RejectTally,
-    near: NearMisses,
+    near: NearMisses<'a>,
     best: TopK<'a>,
     rate_sources: RateSourcesSeen,
 }
@@ -256,13 +258,7 @@ fn scan_shape<'a>(req: &Request<'a>, risk: &SpotRisk, scan: &mut Scan<'a>, shape
     fits.clear();
     let first = first as usize;
     let o = &catalog.offerings()[first];
-    match plan::plan_shape(
-        req,
-        o,
-        catalog.gpu_facts_of(first),
-        &mut scan.near,
-        &mut fits,
-    ) {
+    match plan::plan_shape(req, first, &mut scan.near, &mut fits) {
         Err(refusal) => scan.rejected.add_each(refusal, &sold, &req.nodes),
         Ok(plan) => {
             for (n, fit) in req.nodes.iter().zip(&fits) {
@@ -441,7 +437,7 @@ fn scored<'a>(
 }
 
 /// A deadline or budget missed says how far off the best such option was.
-fn note_near_miss(near: &mut NearMisses, (reason, detail): Refusal) {
+fn note_near_miss(near: &mut NearMisses<'_>, (reason, detail): Refusal) {
     match (reason, detail) {
         (RejectReason::MissesDeadline, reject::Detail::Hours(h)) => {
             near.fastest_hours = Some(near.fastest_hours.map_or(h, |f: f64| f.min(h)));

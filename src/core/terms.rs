@@ -16,6 +16,23 @@ pub fn default_startup_min(provider: &str) -> f64 {
     }
 }
 
+/// A provider's default start-up and its billing, which a catalog snapshot looks up once per
+/// shape rather than by the provider's name for every selection.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Terms {
+    pub billing: Billing,
+    pub default_startup_min: f64,
+}
+
+impl Terms {
+    pub fn for_provider(provider: &str) -> Self {
+        Self {
+            billing: Billing::for_provider(provider),
+            default_startup_min: default_startup_min(provider),
+        }
+    }
+}
+
 /// How a provider turns run time into a bill.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Billing {

@@ -401,11 +401,11 @@ pub(super) fn profile(
     }
 }
 
-fn list(names: &[String]) -> String {
+fn list(names: &[&str]) -> String {
     names.join(", ")
 }
 
-pub(super) fn suggest(job: &Job, near: &NearMisses, memory_rejections: u64) -> Vec<Suggestion> {
+pub(super) fn suggest(job: &Job, near: &NearMisses<'_>, memory_rejections: u64) -> Vec<Suggestion> {
     let mut out = Vec::new();
     if let Some((usable, memory, gpu)) = near.largest.as_ref().filter(|_| memory_rejections > 0) {
         let largest = format!(

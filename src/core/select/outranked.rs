@@ -227,8 +227,8 @@ mod tests {
         let members = catalog.shapes().members(then);
         let o = catalog.at(members[0]);
         let mut fits = Vec::new();
-        let facts = catalog.gpu_facts_of(members[0] as usize);
-        let Ok(shape) = plan::plan_shape(&req, o, facts, &mut scan.near, &mut fits) else {
+        let Ok(shape) = plan::plan_shape(&req, members[0] as usize, &mut scan.near, &mut fits)
+        else {
             panic!("the shape fits the job");
         };
         let type_risk = risk.of_type("aws", &o.key.instance_type);
@@ -250,8 +250,8 @@ mod tests {
         let members = catalog.shapes().members(1);
         let o = catalog.at(members[0]);
         let mut fits = Vec::new();
-        let facts = catalog.gpu_facts_of(members[0] as usize);
-        let shape = plan::plan_shape(&req, o, facts, &mut scan.near, &mut fits).expect("fits");
+        let shape =
+            plan::plan_shape(&req, members[0] as usize, &mut scan.near, &mut fits).expect("fits");
         let type_risk = risk.of_type("aws", "dear.8x");
         let prices = catalog.shape_prices(1);
         assert_eq!(prices.range, [Some((40.0, 41.0)), Some((12.0, 13.0))]);

@@ -8,10 +8,10 @@ use super::market::{Timed, on_demand, timed};
 use super::reject::{Detail, Refusal};
 use super::throughput::{Throughput, Unestimated, throughput};
 use super::{MIN_FABRIC_GBPS, NearMisses, Request};
-use crate::core::catalog::{GpuFacts, Interconnect, Offering};
+use crate::core::catalog::{Interconnect, Offering};
 use crate::core::decision::RejectReason;
 use crate::core::job::{Job, usable_gib};
-use crate::core::terms::{Billing, default_startup_min};
+use crate::core::terms::Billing;
 
 /// Whether the offering's network carries multi-node training.
 pub(super) fn fabric_ok(o: &Offering) -> bool {
@@ -73,16 +73,19 @@ pub(super) struct ShapePlan {
     pub startup_min: f64,
 }
 
-/// Works out what the shape of `o` offers the job, noting near misses for the suggestions.
-/// `fits` receives one verdict per node count of the request.
+/// Works out what the shape of the offering at `position` offers the job, noting near misses
+/// for the suggestions. `fits` receives one verdict per node count of the request.
 pub(super) fn plan_shape<'a>(
     req: &Request<'a>,
-    o: &Offering,
-    facts: Option<&'a GpuFacts>,
-    near: &mut NearMisses,
+    position: usize,
+    near: &mut NearMisses<'a>,
     fits: &mut Vec<NodeVerdict<'a>>,
 ) -> Result<ShapePlan, Refusal> {
-    let job = req.job;
+    let (job, catalog) = (req.job, req.catalog);
+    let o = &catalog.offerings()[position];
+    let facts = catalog.gpu_facts_of(position);
+    let roofline = catalog.roofline_of(position, job.precision);
+    let terms = catalog.terms_of(position);
     machine_allowed(job, o)?;
     let measured_workload = req.measured_workload.filter(|w| {
         req.catalog
@@ -98,17 +101,15 @@ pub(super) fn plan_shape<'a>(
     })?;
     let usable = usable_gib(o.spec.gpu_memory_gib);
     if near.largest.as_ref().is_none_or(|(u, _, _)| usable > *u) {
-        near.largest = Some((usable, o.spec.gpu_memory_gib, o.spec.gpu.clone()));
+        near.largest = Some((usable, o.spec.gpu_memory_gib, &o.spec.gpu));
     }
     // A job that fits on one node runs there (more nodes only add communication), unless
     // it is in a hurry.
     let one_node_fits = job.nodes_min == 1
         && !job.spreads_for_speed()
         && job.memory.gib_per_gpu(o.spec.gpu_count as u32) <= usable;
-    let billing = Billing::for_provider(&o.key.provider);
-    let startup_min = job
-        .startup_min
-        .unwrap_or_else(|| default_startup_min(&o.key.provider));
+    let billing = terms.billing;
+    let startup_min = job.startup_min.unwrap_or(terms.default_startup_min);
     for &n in &req.nodes {
         let fit = fit_nodes(job, o, usable, one_node_fits, n).and_then(|(degree, need)| {
             let t = throughput(
@@ -116,6 +117,7 @@ pub(super) fn plan_shape<'a>(
                 job,
                 o,
                 sources.datasheet,
+                roofline,
                 sources.measured_workload,
                 n,
             );
@@ -143,17 +145,18 @@ pub(super) fn plan_shape<'a>(
     })
 }
 
-fn note_gpu(list: &mut Vec<String>, gpu: &str) {
+fn note_gpu<'a>(list: &mut Vec<&'a str>, gpu: &'a str) {
     if !list.iter().any(|g| g.eq_ignore_ascii_case(gpu)) {
-        list.push(gpu.to_string());
+        list.push(gpu);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::catalog::CatalogSnapshot;
+    use crate::core::catalog::{CatalogSnapshot, GpuFacts};
     use crate::core::job::{MemoryNeed, Work};
+    use crate::core::terms::default_startup_min;
     use crate::core::test_support::p4d;
 
     fn offering(
@@ -255,11 +258,8 @@ mod tests {
         };
         let req = Request::new(&catalog, &job);
         let mut near = NearMisses::default();
-        let mut plan = |position: usize| {
-            let o = &catalog.offerings()[position];
-            let facts = catalog.gpu_facts_of(position);
-            plan_shape(&req, o, facts, &mut near, &mut Vec::new()).map(|_| ())
-        };
+        let mut plan =
+            |position: usize| plan_shape(&req, position, &mut near, &mut Vec::new()).map(|_| ());
         let no_bf16 = Err((RejectReason::PrecisionUnsupported, Detail::NoBf16));
         assert_eq!(plan(0), no_bf16);
         assert_eq!(plan(1), no_bf16);
@@ -288,15 +288,11 @@ mod tests {
         let req = Request::new(&catalog, &job);
         let mut near = NearMisses::default();
         let mut fits = Vec::new();
-        let o = &catalog.offerings()[0];
-        let plan = plan_shape(&req, o, None, &mut near, &mut fits).expect("planned");
+        let plan = plan_shape(&req, 0, &mut near, &mut fits).expect("planned");
         assert_eq!(plan.usable, usable_gib(40.0));
         assert_eq!(plan.startup_min, default_startup_min("aws"));
         assert_eq!(fits.len(), 4);
         assert!(fits.iter().all(|f| f.is_ok_and(|f| f.need == 30.0)));
-        assert_eq!(
-            near.largest,
-            Some((usable_gib(40.0), 40.0, "X1".to_string()))
-        );
+        assert_eq!(near.largest, Some((usable_gib(40.0), 40.0, "X1")));
     }
 }

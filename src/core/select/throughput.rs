@@ -5,7 +5,9 @@
 use super::Basis;
 use crate::core::benchmark::{Benchmark, measured_samples_per_sec};
 use crate::core::catalog::{CatalogSnapshot, GpuFacts, Interconnect, Offering};
-use crate::core::estimate::{Estimate, Setup, estimate, fabric_per_doubling};
+use crate::core::estimate::{
+    Estimate, Roofline, Setup, estimate, estimate_on, fabric_per_doubling,
+};
 use crate::core::job::{Job, Work};
 
 /// The throughput of one shape at one node count, before markets.
@@ -87,12 +89,14 @@ pub(super) fn total_flops(job: &Job, catalog: &CatalogSnapshot) -> Option<f64> {
 }
 
 /// Measured throughput where the job's workload was measured on this GPU model, else the
-/// datasheet estimate, else (for a job with no work) unknown.
+/// datasheet estimate, else (for a job with no work) unknown. `roofline` is the GPU's at the
+/// job's precision, from the snapshot.
 pub(super) fn throughput<'a>(
     catalog: &'a CatalogSnapshot,
     job: &Job,
     o: &Offering,
     facts: Option<&GpuFacts>,
+    roofline: Option<Roofline>,
     measured_workload: Option<&str>,
     nodes: u32,
 ) -> Result<Throughput<'a>, Unestimated> {
@@ -142,8 +146,13 @@ pub(super) fn throughput<'a>(
     }
     match facts {
         Some(f) => {
-            let e = estimate(params, setup(f, gpus_per_node, nodes), job.utilisation)
-                .ok_or(Unestimated::Otherwise)?;
+            let roofline = roofline.ok_or(Unestimated::Otherwise)?;
+            let e = estimate_on(
+                roofline,
+                params,
+                setup(f, gpus_per_node, nodes),
+                job.utilisation,
+            );
             let gpus = f64::from(gpus_per_node) * f64::from(nodes);
             let Some((rate, unit, run_hours)) = work_rate(job, e.effective_tflops(gpus), catalog)
             else {
@@ -196,7 +205,9 @@ mod tests {
             ..Job::default()
         };
         let facts = a100_facts();
-        let t = throughput(&catalog, &job, &offering(), Some(&facts), None, 1).expect("estimated");
+        let roofline = Roofline::of(&facts, job.precision);
+        let t = throughput(&catalog, &job, &offering(), Some(&facts), roofline, None, 1)
+            .expect("estimated");
         let Basis::Datasheet(e) = t.basis else {
             panic!("a datasheet estimate");
         };
@@ -219,10 +230,19 @@ mod tests {
             },
             ..Job::default()
         };
-        let t = throughput(&catalog, &samples, &offering(), Some(&facts), None, 1);
+        let roofline = Roofline::of(&facts, samples.precision);
+        let t = throughput(
+            &catalog,
+            &samples,
+            &offering(),
+            Some(&facts),
+            roofline,
+            None,
+            1,
+        );
         assert_eq!(t.map(|_| ()), Err(Unestimated::NeedsFlopsPerSample));
         assert_eq!(total_flops(&samples, &catalog), None);
-        let unknown = throughput(&catalog, &Job::default(), &offering(), None, None, 1)
+        let unknown = throughput(&catalog, &Job::default(), &offering(), None, None, None, 1)
             .expect("unknown work is ranked by price");
         assert!(matches!(unknown.basis, Basis::Unknown));
         assert_eq!((unknown.rate, unknown.run_hours), (None, None));
@@ -233,7 +253,7 @@ mod tests {
             },
             ..Job::default()
         };
-        let t = throughput(&catalog, &tokens, &offering(), None, None, 1);
+        let t = throughput(&catalog, &tokens, &offering(), None, None, None, 1);
         assert_eq!(t.map(|_| ()), Err(Unestimated::Otherwise));
     }
 }
