@@ -248,7 +248,6 @@ mod tests {
         assert_eq!(scan.best.feasible(), 2);
         assert_eq!(scan.rate_sources, (false, true));
         let members = catalog.shapes().members(1);
-        let o = catalog.at(members[0]);
         let mut fits = Vec::new();
         let shape =
             plan::plan_shape(&req, members[0] as usize, &mut scan.near, &mut fits).expect("fits");
