@@ -304,4 +304,58 @@ mod tests {
         };
         assert!(estimate(1e8, fp16, None).is_some());
     }
+
+    #[test]
+    fn the_snapshot_keeps_each_gpus_roofline_and_each_shapes_terms() {
+        use crate::core::catalog::CatalogSnapshot;
+        use crate::core::job::PRECISIONS;
+        use crate::core::terms::Terms;
+        use crate::core::test_support::p4d;
+
+        let h100 = facts("H100", 989.0, 3350.0, 900.0);
+        let t4 = GpuFacts {
+            bf16_supported: false,
+            ..facts("T4", 65.0, 320.0, 0.0)
+        };
+        let offering = |id: i64, provider: &str, gpu: &str| {
+            p4d()
+                .id(id)
+                .at(provider, "r1")
+                .instance_type(&format!("{gpu}-box"))
+                .gpus(gpu, 8.0, 80.0)
+                .build()
+        };
+        let catalog = CatalogSnapshot::new(
+            Vec::new(),
+            vec![h100.clone(), t4.clone()],
+            vec![
+                offering(1, "aws", "H100"),
+                offering(2, "lambda", "t4"),
+                offering(3, "vast", "L4"),
+            ],
+        );
+        for p in PRECISIONS {
+            assert_eq!(catalog.roofline_of(0, p), Roofline::of(&h100, p));
+            assert!(catalog.roofline_of(0, p).is_some());
+            // Matched case-insensitively, like the rest of the snapshot's GPU lookups.
+            assert_eq!(catalog.roofline_of(1, p), Roofline::of(&t4, p));
+            assert_eq!(catalog.roofline_of(2, p), None, "no facts for L4");
+        }
+        assert_eq!(catalog.roofline_of(1, Precision::Bf16), None);
+        assert!(catalog.roofline_of(1, Precision::Fp16).is_some());
+        assert_eq!(catalog.roofline_of(99, Precision::Fp16), None);
+        // The kept roofline gives the estimate to the bit.
+        let roofline = catalog
+            .roofline_of(0, Precision::Bf16)
+            .expect("H100 trains in bf16");
+        for (gpus, nodes) in [(1, 1), (8, 1), (8, 4)] {
+            assert_eq!(
+                Some(estimate_on(roofline, 7e9, setup(&h100, gpus, nodes), None)),
+                estimate(7e9, setup(&h100, gpus, nodes), None)
+            );
+        }
+        assert_eq!(catalog.terms_of(0), Terms::for_provider("aws"));
+        assert_eq!(catalog.terms_of(1), Terms::for_provider("lambda"));
+        assert_ne!(catalog.terms_of(1), catalog.terms_of(2));
+    }
 }
