@@ -257,9 +257,9 @@ fn throughput_reason(job: &Job, s: &Scored, gpu: &str, gpus: f64) -> String {
     out
 }
 
-fn time_reason(s: &Scored, provider: &str) -> Option<String> {
+/// `billing` is the one the run was billed by: its shape's terms in the snapshot.
+fn time_reason(s: &Scored, billing: Billing) -> Option<String> {
     let (hours, billed, cost) = (s.hours?, s.billed_hours?, s.cost?);
-    let billing = Billing::for_provider(provider);
     let run = hours - s.startup_min / 60.0;
     let mut out = String::with_capacity(160);
     push!(
@@ -301,7 +301,7 @@ pub(super) fn candidate(
         memory_reason(job, s, o.spec.gpu_memory_gib),
         throughput_reason(job, s, &o.spec.gpu, gpus),
     ]);
-    reasons.extend(time_reason(s, &o.key.provider));
+    reasons.extend(time_reason(s, catalog.terms_of(s.position).billing));
     if let Some((per_hour, source, factor)) = s.spot_rate {
         let origin = match source {
             RateSource::Advisor => "AWS Spot Advisor",
