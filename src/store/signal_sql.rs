@@ -230,14 +230,12 @@ pub(super) async fn write_batches<B: Backend>(
     }
     for (slot, samples, _, _) in &kept {
         results[*slot] = Ok(batch_report(
-            &newest_per_series(&own[*slot]),
+            &newest_per_series(own[*slot].iter().copied()),
             samples.len() as u64,
             inserted[*slot],
         ));
     }
-    let sorted: Vec<(&NewSample, bool)> =
-        sorted.iter().map(|(s, (_, _, busy))| (*s, *busy)).collect();
-    let latest = newest_per_series(&sorted);
+    let latest = newest_per_series(sorted.iter().map(|&(s, (_, _, busy))| (s, busy)));
     for chunk in latest.chunks(CHUNK) {
         B::upsert_latest(tx, chunk).await?;
     }
@@ -333,9 +331,11 @@ async fn policies_of<'s, B: Backend>(
 
 /// The newest sample per series of `sorted` (sorted by series, each with whether it shows
 /// work), and when each series last showed work; in series order.
-fn newest_per_series(sorted: &[(&NewSample, bool)]) -> Vec<LatestRow> {
+fn newest_per_series<'s>(
+    sorted: impl IntoIterator<Item = (&'s NewSample, bool)>,
+) -> Vec<LatestRow> {
     let mut latest: BTreeMap<(&str, &str, &str), LatestRow> = BTreeMap::new();
-    for &(s, busy) in sorted {
+    for (s, busy) in sorted {
         let e = latest
             .entry((s.pool.as_str(), s.worker.as_str(), s.name))
             .or_insert_with(|| LatestRow {
@@ -397,7 +397,7 @@ mod tests {
             sample("b", 5, 1.0),
         ];
         let sorted: Vec<(&NewSample, bool)> = samples.iter().map(|s| (s, s.value > 0.0)).collect();
-        let latest = newest_per_series(&sorted);
+        let latest = newest_per_series(sorted);
         assert_eq!(latest.len(), 2);
         assert_eq!((latest[0].worker.as_str(), latest[0].at_ms), ("a", 30));
         assert_eq!(latest[0].value, 0.0);
